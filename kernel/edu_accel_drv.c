@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * edu_accel: a DRM render-node driver for QEMU's edu PCI device (1234:11e8).
+ *
+ * Probe is fully managed (pcim_, devm_, drmm_), so remove only unplugs the DRM device;
+ * everything that could touch the hardware afterwards checks drm_dev_enter() first.
+ */
+#include <drm/drm_drv.h>
+#include <drm/drm_file.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_ioctl.h>
+#include <drm/drm_managed.h>
+#include <drm/drm_print.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+
+#include "edu_accel_drv.h"
+#include "edu_accel_hw.h"
+
+#define EDU_PCI_VENDOR	0x1234
+#define EDU_PCI_DEVICE	0x11e8
+
+static unsigned int dma_bits = 28;
+module_param(dma_bits, uint, 0444);
+MODULE_PARM_DESC(dma_bits,
+		 "DMA address width in bits (12..64); must match QEMU's edu dma_mask (default 28)");
+
+DEFINE_DRM_GEM_FOPS(edu_accel_fops);
+
+static const struct drm_driver edu_accel_driver = {
+	.driver_features = DRIVER_GEM | DRIVER_RENDER | DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE,
+	.fops = &edu_accel_fops,
+	.debugfs_init = edu_accel_debugfs_init,
+	.name = EDU_ACCEL_NAME,
+	.desc = "QEMU edu device as a DMA accelerator",
+	.date = "20261202",
+	.major = 0,
+	.minor = 1,
+};
+
+static int edu_accel_setup_irq(struct edu_accel_device *edev)
+{
+	struct pci_dev *pdev = edev->pdev;
+	int nvec, ret;
+
+	nvec = pci_alloc_irq_vectors(pdev, 1, 1, PCI_IRQ_MSI | PCI_IRQ_LEGACY);
+	if (nvec < 0)
+		return nvec;
+	edev->irq_is_msi = pdev->msi_enabled;
+	/* INTx may be shared with other devices: the handler checks its own status first. */
+	ret = devm_request_irq(&pdev->dev, pci_irq_vector(pdev, 0), edu_hw_irq,
+			       edev->irq_is_msi ? 0 : IRQF_SHARED, EDU_ACCEL_NAME, edev);
+	return ret;
+}
+
+static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct edu_accel_device *edev;
+	int ret;
+
+	if (dma_bits < 12 || dma_bits > 64) {
+		dev_err(&pdev->dev, "dma_bits=%u is outside 12..64\n", dma_bits);
+		return -EINVAL;
+	}
+
+	edev = devm_drm_dev_alloc(&pdev->dev, &edu_accel_driver, struct edu_accel_device, drm);
+	if (IS_ERR(edev))
+		return PTR_ERR(edev);
+	edev->pdev = pdev;
+	edev->dma_bits = dma_bits;
+	init_completion(&edev->dma_done);
+	ret = drmm_mutex_init(&edev->drm, &edev->dma_lock);
+	if (ret)
+		return ret;
+	pci_set_drvdata(pdev, edev);
+
+	ret = pcim_enable_device(pdev);
+	if (ret)
+		return ret;
+	ret = pcim_iomap_regions(pdev, BIT(0), EDU_ACCEL_NAME);
+	if (ret)
+		return ret;
+	edev->regs = pcim_iomap_table(pdev)[0];
+	pci_set_master(pdev);
+
+	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(dma_bits));
+	if (ret) {
+		drm_err(&edev->drm, "cannot use a %u-bit DMA mask\n", dma_bits);
+		return ret;
+	}
+
+	ret = edu_hw_init(edev);
+	if (ret)
+		return ret;
+	ret = edu_accel_setup_irq(edev);
+	if (ret) {
+		drm_err(&edev->drm, "no interrupt: %d\n", ret);
+		return ret;
+	}
+
+	ret = drm_dev_register(&edev->drm, 0);
+	if (ret)
+		return ret;
+	drm_info(&edev->drm, "bound %s: %s, %u-bit DMA\n", pci_name(pdev),
+		 edev->irq_is_msi ? "MSI" : "INTx", dma_bits);
+	return 0;
+}
+
+static void edu_accel_remove(struct pci_dev *pdev)
+{
+	struct edu_accel_device *edev = pci_get_drvdata(pdev);
+
+	drm_dev_unplug(&edev->drm);
+}
+
+static const struct pci_device_id edu_accel_ids[] = {
+	{ PCI_DEVICE(EDU_PCI_VENDOR, EDU_PCI_DEVICE) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, edu_accel_ids);
+
+static struct pci_driver edu_accel_pci_driver = {
+	.name = EDU_ACCEL_NAME,
+	.id_table = edu_accel_ids,
+	.probe = edu_accel_probe,
+	.remove = edu_accel_remove,
+};
+module_pci_driver(edu_accel_pci_driver);
+
+MODULE_DESCRIPTION("DRM driver for QEMU's edu device as a DMA accelerator");
+MODULE_AUTHOR("edu-accel developers");
+MODULE_LICENSE("GPL");

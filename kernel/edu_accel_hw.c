@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * edu_accel register access: identification, liveness, interrupts and the DMA engine.
+ */
+#include <drm/drm_print.h>
+#include <linux/io.h>
+#include <linux/random.h>
+
+#include "edu_accel_drv.h"
+#include "edu_accel_hw.h"
+
+/* The device may need a full 100 ms of virtual time per DMA; allow for a loaded host. */
+#define EDU_DMA_TIMEOUT_MS	10000
+
+static u32 edu_rd(struct edu_accel_device *edev, u32 reg)
+{
+	return readl(edev->regs + reg);
+}
+
+static void edu_wr(struct edu_accel_device *edev, u32 reg, u32 val)
+{
+	writel(val, edev->regs + reg);
+}
+
+/* A 4-byte write to the upper half of a DMA register is ignored by edu: always writeq. */
+static void edu_wr64(struct edu_accel_device *edev, u32 reg, u64 val)
+{
+	writeq(val, edev->regs + reg);
+}
+
+/**
+ * edu_hw_init - identify the device and check that it answers
+ * @edev: the device, with BAR0 mapped
+ *
+ * Return: 0, or -ENODEV when the ID or the liveness register is wrong.
+ */
+int edu_hw_init(struct edu_accel_device *edev)
+{
+	u32 id = edu_rd(edev, EDU_REG_ID);
+	u32 probe = get_random_u32();
+	u32 back;
+
+	if ((id & EDU_ID_MAGIC_MASK) != EDU_ID_MAGIC) {
+		drm_err(&edev->drm, "unexpected ID register 0x%08x\n", id);
+		return -ENODEV;
+	}
+	edu_wr(edev, EDU_REG_LIVENESS, probe);
+	back = edu_rd(edev, EDU_REG_LIVENESS);
+	if (back != ~probe) {
+		drm_err(&edev->drm, "liveness check failed: wrote 0x%08x, read 0x%08x\n",
+			probe, back);
+		return -ENODEV;
+	}
+	drm_info(&edev->drm, "edu rev %u.%u, liveness ok\n", id >> 24, (id >> 16) & 0xff);
+	return 0;
+}
+
+/**
+ * edu_hw_irq - interrupt handler, safe on a shared INTx line
+ * @irq: the interrupt number
+ * @arg: the &struct edu_accel_device
+ *
+ * Return: IRQ_NONE when the device raised nothing.
+ */
+irqreturn_t edu_hw_irq(int irq, void *arg)
+{
+	struct edu_accel_device *edev = arg;
+	u32 status = edu_rd(edev, EDU_REG_IRQ_STATUS);
+
+	if (!status)
+		return IRQ_NONE;
+	edu_wr(edev, EDU_REG_IRQ_ACK, status);
+	atomic64_inc(&edev->irq_count);
+	if (status & EDU_IRQ_DMA) {
+		atomic64_inc(&edev->dma_count);
+		complete(&edev->dma_done);
+	}
+	return IRQ_HANDLED;
+}
+
+/**
+ * edu_hw_dma_sync - run one DMA transfer and wait for its interrupt
+ * @edev: the device
+ * @ram: DMA address of the RAM side, mapped for this device
+ * @dev_off: offset in the device buffer
+ * @len: bytes, 1..EDU_MAX_XFER, with @dev_off + @len < EDU_DEV_BUF_SIZE
+ * @to_ram: direction (device buffer -> RAM when true)
+ *
+ * Return: 0, -EINVAL for a transfer edu would refuse, -ERANGE for an address past the DMA
+ * mask, -ETIMEDOUT when no completion interrupt came.
+ */
+int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, u32 len,
+		    bool to_ram)
+{
+	u64 dev_addr = EDU_DEV_BUF_ADDR + dev_off;
+	u32 cmd = EDU_DMA_CMD_START | EDU_DMA_CMD_IRQ | (to_ram ? EDU_DMA_CMD_TO_RAM : 0);
+	int ret = 0;
+
+	if (!len || len > EDU_MAX_XFER || dev_off + len >= EDU_DEV_BUF_SIZE)
+		return -EINVAL;
+	/* edu masks rather than rejects a wide address: never hand it one. */
+	if (ram + len - 1 > DMA_BIT_MASK(edev->dma_bits) || ram + len - 1 < ram)
+		return -ERANGE;
+
+	mutex_lock(&edev->dma_lock);
+	reinit_completion(&edev->dma_done);
+	edu_wr64(edev, EDU_REG_DMA_SRC, to_ram ? dev_addr : ram);
+	edu_wr64(edev, EDU_REG_DMA_DST, to_ram ? ram : dev_addr);
+	edu_wr64(edev, EDU_REG_DMA_COUNT, len);
+	edu_wr64(edev, EDU_REG_DMA_CMD, cmd);
+	if (!wait_for_completion_timeout(&edev->dma_done,
+					 msecs_to_jiffies(EDU_DMA_TIMEOUT_MS)))
+		ret = -ETIMEDOUT;
+	mutex_unlock(&edev->dma_lock);
+	return ret;
+}

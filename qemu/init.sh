@@ -1,0 +1,75 @@
+#!/bin/busybox sh
+# PID 1 of the test VM. Mounts the host's root (read-only) at /host and the run's output
+# directory at /out, loads edu_accel, runs /out/cmd.sh, then checks what the host cannot see
+# from outside: that the module unloads and that every pinned page was released.
+# Results go to /out/guest-result as key=value lines; the host decides PASS or FAIL.
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+mount -t debugfs debugfs /sys/kernel/debug
+mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
+
+die() {
+	echo "vm-init: $*"
+	sync
+	poweroff -f
+}
+
+mode=run
+for arg in $(cat /proc/cmdline); do
+	case "$arg" in
+	eduvm.mode=*) mode=${arg#eduvm.mode=} ;;
+	esac
+done
+
+for m in 9pnet_virtio 9p virtio_pci drm gpu-sched drm_shmem_helper; do
+	modprobe "$m" || die "modprobe $m failed"
+done
+mkdir -p /host /out
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro hostroot /host || die "cannot mount host root"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out /out || die "cannot mount /out"
+. /out/vm.env
+
+result() { echo "$1=$2" >> /out/guest-result; }
+pins() { awk -v k="$1" '$1 == k { print $2 }' /proc/vmstat; }
+: > /out/guest-result
+result boot_s "$(cut -d' ' -f1 /proc/uptime)"
+
+# shellcheck disable=SC2086
+if insmod "$EDU_KO" $EDU_KO_ARGS; then
+	result insmod 0
+else
+	result insmod 1
+	die "insmod $EDU_KO failed"
+fi
+
+if [ "$mode" = shell ]; then
+	echo 7 > /proc/sys/kernel/printk
+	echo "vm-init: edu_accel loaded; host / is at /host, the build tree at $BUILD."
+	echo "vm-init: 'hostrun BIN' runs a host binary; exit the shell to power off."
+	cd "$BUILD" 2>/dev/null || cd /
+	setsid cttyhack sh -l
+	cd /
+else
+	cd /out
+	set -o pipefail
+	sh /out/cmd.sh 2>&1 | tee /out/cmd.log
+	result cmd_rc $?
+	set +o pipefail
+	cd /
+fi
+
+# Stray children of the command would hold the device open and block the unload.
+kill -9 -1 2>/dev/null
+sleep 1
+if rmmod edu_accel; then result rmmod 0; else result rmmod 1; fi
+result pin_acquired "$(pins nr_foll_pin_acquired)"
+result pin_released "$(pins nr_foll_pin_released)"
+dmesg > /out/dmesg.txt
+result done 1
+sync
+umount /out
+poweroff -f

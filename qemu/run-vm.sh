@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Boots Debian's kernel in QEMU with edu devices, loads edu_accel from the build tree, runs a
+# command in the guest and judges the run (qemu/check-guest.sh). Prints one line
+#   VM-RESULT <config> PASS|FAIL <reason>
+# and exits 0 only on PASS.
+#
+# usage: qemu/run-vm.sh [options] [--] 'shell command run in the guest'
+#   --config NAME     qemu/configs/NAME.conf (default: noiommu)
+#   --smp N  --mem SIZE  --edu N  --iommu on|off  --icount on|off  --dma-mask HEX
+#   --kvm auto|on|off  use KVM for configurations without icount (auto: when /dev/kvm works)
+#   --module-args "..."  parameters for insmod edu_accel
+#   --timeout SEC     hard limit for the whole run (default 900)
+#   --out DIR         where results land (default BUILD/vm/runs/CONFIG); the guest sees /out
+#   --shell           interactive shell on the serial console instead of a command
+#   --quiet           console to DIR/console.log only; its tail is printed on failure
+# In the guest: $BUILD and $SRC are the host's build and source trees (under /host),
+# `hostrun BIN` runs a host binary, and $VM_* describe the machine.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd -P)
+src=$(cd "$here/.." && pwd -P)
+build=${BUILD_DIR:-$src/build}
+mkdir -p "$build" && build=$(cd "$build" && pwd -P)
+
+config=noiommu timeout_s=900 out= shell=0 quiet=0 kvm=auto
+declare -A over=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--config) config=$2; shift 2 ;;
+	--smp) over[SMP]=$2; shift 2 ;;
+	--mem) over[MEM]=$2; shift 2 ;;
+	--edu) over[EDU]=$2; shift 2 ;;
+	--iommu) over[IOMMU]=$2; shift 2 ;;
+	--icount) over[ICOUNT]=$2; shift 2 ;;
+	--dma-mask) over[DMA_MASK]=$2; shift 2 ;;
+	--module-args) over[EDU_KO_ARGS]=$2; shift 2 ;;
+	--kvm) kvm=$2; shift 2 ;;
+	--timeout) timeout_s=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--shell) shell=1; shift ;;
+	--quiet) quiet=1; shift ;;
+	--) shift; break ;;
+	-*) echo "run-vm: unknown option $1" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+cmd="$*"
+[ -n "$cmd" ] || [ "$shell" = 1 ] || { echo "run-vm: no command given (or --shell)" >&2; exit 2; }
+
+SMP=1 ICOUNT=on IOMMU=off MEM=256M EDU=1 DMA_MASK= EDU_KO_ARGS=
+conf="$here/configs/$config.conf"
+[ -f "$conf" ] || { echo "run-vm: no configuration $conf" >&2; exit 2; }
+# shellcheck source=/dev/null
+. "$conf"
+for k in "${!over[@]}"; do printf -v "$k" '%s' "${over[$k]}"; done
+if [ "$ICOUNT" = on ] && [ "$SMP" != 1 ]; then
+	echo "run-vm: icount hangs QEMU 7.2 with -smp $SMP; use --icount off" >&2
+	exit 2
+fi
+
+kver=$("$src/scripts/kver.sh")
+kdir="$build/vm/kernel-$kver"
+initrd="$build/vm/initramfs-$kver.cpio.gz"
+ko="$src/kernel/edu_accel.ko"
+"$src/scripts/fetch-kernel.sh" "$kver" "$kdir"
+if [ ! -f "$initrd" ] || [ -n "$(find "$here/init.sh" "$here/hostrun.sh" "$here/mkinitramfs.sh" \
+	"$kdir/.complete" -newer "$initrd" 2>/dev/null)" ]; then
+	"$here/mkinitramfs.sh" "$kdir" "$initrd"
+fi
+[ -f "$ko" ] || { echo "run-vm: $ko is not built (make kernel)" >&2; exit 2; }
+
+out=${out:-$build/vm/runs/$config}
+rm -rf "$out"
+mkdir -p "$out"
+out=$(cd "$out" && pwd -P)
+{
+	printf 'export EDU_KO=%q EDU_KO_ARGS=%q\n' "/host$ko" "$EDU_KO_ARGS"
+	printf 'export BUILD=%q SRC=%q OUT=/out\n' "/host$build" "/host$src"
+	printf 'export VM_CONFIG=%q VM_SMP=%q VM_ICOUNT=%q VM_IOMMU=%q VM_MEM=%q VM_EDU=%q VM_DMA_MASK=%q\n' \
+		"$config" "$SMP" "$ICOUNT" "$IOMMU" "$MEM" "$EDU" "$DMA_MASK"
+} > "$out/vm.env"
+printf '%s\n' "$cmd" > "$out/cmd.sh"
+
+accel=(-accel tcg -cpu max)
+if [ "$ICOUNT" = on ]; then
+	accel+=(-icount shift=auto,sleep=off)
+elif [ "$kvm" = on ] || { [ "$kvm" = auto ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; }; then
+	accel=(-accel kvm -cpu host)
+fi
+machine=q35
+append="console=ttyS0 panic=-1 quiet eduvm.mode=$([ "$shell" = 1 ] && echo shell || echo run)"
+iommu_dev=()
+if [ "$IOMMU" = on ]; then
+	machine=q35,kernel-irqchip=split
+	iommu_dev=(-device intel-iommu,intremap=on)
+	append+=" intel_iommu=on"
+fi
+edu_dev=()
+for ((i = 0; i < EDU; i++)); do
+	edu_dev+=(-device "edu${DMA_MASK:+,dma_mask=$DMA_MASK}")
+done
+
+qemu=(qemu-system-x86_64 -machine "$machine" "${accel[@]}" -m "$MEM" -smp "$SMP"
+	-nographic -no-reboot -nic none
+	-kernel "$kdir/vmlinuz" -initrd "$initrd" -append "$append"
+	"${iommu_dev[@]}" "${edu_dev[@]}"
+	-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on"
+	-virtfs "local,path=$out,mount_tag=out,security_model=none")
+echo "${qemu[*]}" > "$out/qemu.cmdline"
+
+start=$(date +%s)
+set +e
+if [ "$shell" = 1 ]; then
+	"${qemu[@]}" 2> "$out/qemu.stderr"
+	qrc=$?
+elif [ "$quiet" = 1 ]; then
+	timeout -k 10 "$timeout_s" "${qemu[@]}" < /dev/null > "$out/console.log" 2> "$out/qemu.stderr"
+	qrc=$?
+else
+	timeout -k 10 "$timeout_s" "${qemu[@]}" < /dev/null 2> "$out/qemu.stderr" |
+		tee "$out/console.log" | tr -d '\r'
+	qrc=${PIPESTATUS[0]}
+fi
+set -e
+echo "$(($(date +%s) - start))" > "$out/wall_s"
+
+[ "$shell" = 1 ] && exit 0
+reason=$("$here/check-guest.sh" "$out" "$qrc" "$timeout_s") && verdict=PASS || verdict=FAIL
+if [ "$verdict" = FAIL ] && [ "$quiet" = 1 ]; then
+	echo "---- last console lines ($out/console.log) ----"
+	tail -n 40 "$out/console.log" | tr -d '\r'
+	echo "----"
+fi
+echo "VM-RESULT $config $verdict $reason"
+[ "$verdict" = PASS ]
