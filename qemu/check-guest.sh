@@ -17,13 +17,15 @@ get() { sed -n "s/^$1=//p" "$out/guest-result" 2>/dev/null | tail -n 1; }
 # the printk timestamp keeps a test that merely prints "WARNING:" from failing the run.
 kpat='^\[ *[0-9]+\.[0-9]+\] (.*)?(Oops|BUG:|kernel BUG|WARNING:|refcount_t:|general protection|Kernel panic|UBSAN:|INFO: task .* blocked|watchdog: BUG)'
 
-if [ "$qrc" = 134 ] || grep -q 'hardware error' "$out/qemu.stderr" 2>/dev/null; then
-	msg=$(grep -m1 -i 'error' "$out/qemu.stderr" 2>/dev/null)
-	problems+=("edu hardware error, QEMU exit $qrc (${msg:-no message}): a DMA the device refuses")
+qerr=$(grep -m1 -E 'error|abort' "$out/qemu.stderr" 2>/dev/null)
+if grep -q 'EDU: DMA range' "$out/qemu.stderr" 2>/dev/null; then
+	problems+=("edu hardware error, QEMU exit $qrc ($qerr): the driver started a DMA edu refuses")
 elif [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
 	problems+=("hard timeout: the VM ran past ${limit}s and was killed")
+elif [ "$qrc" = 134 ]; then
+	problems+=("QEMU aborted (exit 134): ${qerr:-no message}")
 elif [ "$qrc" != 0 ]; then
-	problems+=("QEMU exited $qrc: $(head -c 300 "$out/qemu.stderr" 2>/dev/null | tr '\n' ' ')")
+	problems+=("QEMU exited $qrc: ${qerr:-$(head -c 300 "$out/qemu.stderr" 2>/dev/null | tr '\n' ' ')}")
 fi
 
 kline=$(cat "$out/dmesg.txt" "$out/console.log" 2>/dev/null | tr -d '\r' | grep -E -m1 "$kpat")

@@ -1,0 +1,56 @@
+# edu-accel + hostrt: one entry point for building, running and testing.
+#   make          driver, runtime, tools and tests
+#   make run      boot the VM, load the driver, run the demo, print the report
+#   make check    every test suite (host tests, then in-VM suites in each machine configuration)
+#   make shell    the VM with the driver loaded, interactive (leave with `exit`)
+#   make bench    benchmarks; METRIC lines land in build/bench/metrics.txt
+# CONFIG=<name> picks a VM configuration from qemu/configs/ for run and shell.
+
+BUILD    := $(CURDIR)/build
+CMAKEDIR := $(BUILD)/cmake
+CONFIG   ?= iommu
+JOBS     ?= 2
+
+all: kernel userspace
+
+$(BUILD)/.deps-ok: scripts/deps.sh
+	scripts/deps.sh
+	@mkdir -p $(BUILD) && touch $@
+
+deps: $(BUILD)/.deps-ok
+
+kernel: deps
+	$(MAKE) -C kernel
+
+# sparse over the whole driver; any warning fails.
+sparse: deps
+	@$(MAKE) -s -C kernel sparse 2>&1 | tee $(BUILD)/sparse.log
+	@! grep -E 'warning|error' $(BUILD)/sparse.log
+
+$(CMAKEDIR)/CMakeCache.txt: | deps
+	cmake -S . -B $(CMAKEDIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+userspace: deps $(CMAKEDIR)/CMakeCache.txt
+	cmake --build $(CMAKEDIR) -j$(JOBS)
+
+run: all
+	qemu/run-vm.sh --config $(CONFIG) -- 'hostrun $$BUILD/cmake/userspace/hostrt-demo'
+
+check: all
+	cd $(CMAKEDIR) && ctest --output-on-failure
+
+shell: all
+	qemu/run-vm.sh --config $(CONFIG) --shell
+
+bench: all
+	tests/bench/run-bench.sh
+
+clean:
+	-$(MAKE) -C kernel clean
+	rm -rf $(CMAKEDIR) $(BUILD)/vm/runs $(BUILD)/bench
+
+# Also drops the cached kernel image and initramfs.
+distclean: clean
+	rm -rf $(BUILD)
+
+.PHONY: all deps kernel sparse userspace run check shell bench clean distclean
