@@ -14,6 +14,8 @@
 #include <linux/module.h>
 #include <linux/pci.h>
 
+#include <uapi/drm/edu_accel.h>
+
 #include "edu_accel_drv.h"
 #include "edu_accel_hw.h"
 
