@@ -1,0 +1,93 @@
+// Stream: an in-order queue of device work (a kernel queue on Drm), RAII.
+//
+// Ordering: jobs of one stream run in submission order; jobs of different streams are
+// unordered unless tied by Stream::wait(event). Each job gets a sequence number 1, 2, 3...
+// ("points"); the stream's completion slot (a page the driver writes, mapped read-only)
+// reaches N when job N has ended, so reached() costs no syscall.
+//
+// Errors: a job that fails on the device (the slot's failed/error fields) is reported as a
+// DeviceFault by the next synchronize / wait_point / Event::query / Event::synchronize whose
+// point covers it, once.
+//
+// Movable, not copyable. Destroying a stream (destructor or destroy()) destroys its queue
+// once no Event recorded on it is still alive; jobs already submitted still run. Any call on a
+// destroyed or moved-from stream throws InvalidArgument.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "hostrt/types.hpp"
+
+namespace hostrt {
+
+class Event;
+
+namespace detail {
+class StreamCore;
+}
+
+class Stream {
+ public:
+  Stream() noexcept = default;
+  Stream(Stream&&) noexcept;
+  Stream& operator=(Stream&&) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  // Process-wide unique id, stable for the stream's life (0 for an empty stream).
+  std::uint64_t id() const noexcept;
+  std::size_t device_index() const noexcept;
+
+  // Seqno of the last job submitted on this stream, 0 if none.
+  std::uint64_t last_submitted() const noexcept;
+  // Whether job `point` has ended (successfully or not): one read of the completion page,
+  // no syscall, no lock. Point 0 is always reached. False on an empty stream.
+  bool reached(std::uint64_t point) const noexcept;
+  // Blocks until job `point` has ended (a syncobj wait in the kernel, no spinning); throws
+  // DeviceFault when a job up to `point` failed and was not reported yet.
+  void wait_point(std::uint64_t point);
+  // wait_point(last_submitted()).
+  void synchronize();
+  // True when all submitted work has ended; throws like wait_point when some failed.
+  bool query();
+
+  // Copies n bytes, ordered after all earlier work on this stream and returning before the
+  // copy runs. H2D: dst is a DevicePtr (as_void()), src host memory; D2H: the reverse; H2H:
+  // host to host of any size (staged through the device buffer, whose contents it
+  // overwrites). Device ranges must end at or before Capabilities::max_transfer.
+  //
+  // Host memory may be pinned (host_alloc), registered (host_register) or pageable:
+  //  - pageable source: copied into a pinned bounce buffer before this call returns, so the
+  //    caller may reuse it at once (as CUDA stages);
+  //  - pageable destination: the call waits for the copy to finish and then copies the bounce
+  //    buffer out (synchronous, like cudaMemcpyAsync into pageable memory).
+  // n == 0 does nothing. Errors: InvalidArgument for null/mismatched pointers, ranges
+  // beyond a pinned buffer or the device buffer, memory of another device.
+  void memcpy_async(void* dst, const void* src, std::size_t n, CopyKind kind);
+  void memcpy_async(DevicePtr dst, const void* src, std::size_t n) {
+    memcpy_async(dst.as_void(), src, n, CopyKind::H2D);
+  }
+  void memcpy_async(void* dst, DevicePtr src, std::size_t n) {
+    memcpy_async(dst, src.as_void(), n, CopyKind::D2H);
+  }
+
+  // Work submitted on this stream after the call waits for the event's point (in-fences).
+  // An event never recorded, or recorded on an idle stream, adds no dependency.
+  void wait(const Event& event);
+
+  // Destroys now (see above). Never throws.
+  void destroy() noexcept;
+  explicit operator bool() const noexcept { return core_ != nullptr; }
+
+  // Internal.
+  explicit Stream(std::shared_ptr<detail::StreamCore> core) noexcept;
+  const std::shared_ptr<detail::StreamCore>& core() const noexcept { return core_; }
+
+ private:
+  std::shared_ptr<detail::StreamCore> core_;
+};
+
+}  // namespace hostrt
