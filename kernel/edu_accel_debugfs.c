@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * debugfs under /sys/kernel/debug/dri/<minor>/:
- *   state     - identification, interrupt mode, DMA mask and counters
+ *   state     - identification, interrupt mode, DMA mask, counters, pinned totals
+ *   clients   - per open file (and per file whose BOs outlive it): pinned bytes
+ *   bos       - every BO with its CPU scatter-gather runs and DMA segments (root only:
+ *               physical and bus addresses)
  *   selftest  - reading it runs one DMA round trip RAM -> device -> RAM and verifies it
  */
 #include <drm/drm_debugfs.h>
@@ -13,7 +16,10 @@
 #include <linux/random.h>
 #include <linux/seq_file.h>
 
+#include <uapi/drm/edu_accel.h>
+
 #include "edu_accel_drv.h"
+#include "edu_accel_gem.h"
 #include "edu_accel_hw.h"
 
 static int state_show(struct seq_file *m, void *unused)
@@ -23,11 +29,59 @@ static int state_show(struct seq_file *m, void *unused)
 	seq_printf(m, "pci: %s\n", pci_name(edev->pdev));
 	seq_printf(m, "irq: %s\n", edev->irq_is_msi ? "msi" : "intx");
 	seq_printf(m, "dma_bits: %u\n", edev->dma_bits);
+	seq_printf(m, "iommu: %s\n", edev->iommu ? "yes" : "no");
+	seq_printf(m, "max_segment: %u\n", dma_get_max_seg_size(&edev->pdev->dev));
+	seq_printf(m, "pinned_bytes: %lld\n", atomic64_read(&edev->pinned_bytes));
 	seq_printf(m, "dma_transfers: %lld\n", atomic64_read(&edev->dma_count));
 	seq_printf(m, "irqs: %lld\n", atomic64_read(&edev->irq_count));
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(state);
+
+static int clients_show(struct seq_file *m, void *unused)
+{
+	struct edu_accel_device *edev = m->private;
+	struct edu_client *c;
+
+	seq_puts(m, "client      tgid command          pinned_bytes\n");
+	mutex_lock(&edev->obj_lock);
+	list_for_each_entry(c, &edev->clients, link)
+		seq_printf(m, "%6llu %9d %-16s %12lld\n", c->id, c->tgid, c->comm,
+			   atomic64_read(&c->pinned_bytes));
+	mutex_unlock(&edev->obj_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(clients);
+
+static void edu_bo_show(struct seq_file *m, struct edu_bo *bo)
+{
+	struct scatterlist *sg;
+	int i;
+
+	seq_printf(m, "bo client=%llu %s%s size=%llu offset=%u pages=%lu sg_nents=%u dma_nents=%u\n",
+		   bo->client->id, (bo->flags & EDU_ACCEL_BO_INFO_USERPTR) ? "userptr" : "create",
+		   (bo->flags & EDU_ACCEL_BO_INFO_READONLY) ? ",readonly" : "", bo->size,
+		   bo->offset, bo->npages, bo->sgt.orig_nents, bo->sgt.nents);
+	for_each_sgtable_sg(&bo->sgt, sg, i)
+		seq_printf(m, "  sg %d phys=%pa len=%u\n", i, &(phys_addr_t){ sg_phys(sg) },
+			   sg->length);
+	for_each_sgtable_dma_sg(&bo->sgt, sg, i)
+		seq_printf(m, "  dma %d addr=%pad len=%u\n", i, &sg_dma_address(sg),
+			   sg_dma_len(sg));
+}
+
+static int bos_show(struct seq_file *m, void *unused)
+{
+	struct edu_accel_device *edev = m->private;
+	struct edu_bo *bo;
+
+	mutex_lock(&edev->obj_lock);
+	list_for_each_entry(bo, &edev->bos, dev_link)
+		edu_bo_show(m, bo);
+	mutex_unlock(&edev->obj_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(bos);
 
 /*
  * One full-size transfer each way through coherent buffers: the smallest end-to-end proof
@@ -95,5 +149,7 @@ void edu_accel_debugfs_init(struct drm_minor *minor)
 	struct edu_accel_device *edev = to_edu(minor->dev);
 
 	debugfs_create_file("state", 0444, minor->debugfs_root, edev, &state_fops);
+	debugfs_create_file("clients", 0444, minor->debugfs_root, edev, &clients_fops);
+	debugfs_create_file("bos", 0400, minor->debugfs_root, edev, &bos_fops);
 	debugfs_create_file("selftest", 0400, minor->debugfs_root, edev, &selftest_fops);
 }

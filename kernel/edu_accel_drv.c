@@ -11,12 +11,16 @@
 #include <drm/drm_ioctl.h>
 #include <drm/drm_managed.h>
 #include <drm/drm_print.h>
+#include <linux/iommu.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
 
 #include <uapi/drm/edu_accel.h>
 
 #include "edu_accel_drv.h"
+#include "edu_accel_gem.h"
 #include "edu_accel_hw.h"
 
 #define EDU_PCI_VENDOR	0x1234
@@ -27,10 +31,125 @@ module_param(dma_bits, uint, 0444);
 MODULE_PARM_DESC(dma_bits,
 		 "DMA address width in bits (12..64); must match QEMU's edu dma_mask (default 28)");
 
+/* Largest DMA segment: contiguous pages merge up to here (one segment per BO with an IOMMU). */
+#define EDU_MAX_SEGMENT		SZ_1G
+
+static int edu_ioctl_get_param(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct drm_edu_accel_get_param *args = data;
+	struct edu_accel_device *edev = to_edu(drm);
+	struct edu_client *client = file->driver_priv;
+
+	if (args->pad)
+		return -EINVAL;
+	switch (args->param) {
+	case EDU_ACCEL_PARAM_DRIVER_VERSION:
+		args->value = (EDU_ACCEL_UAPI_MAJOR << 16) | EDU_ACCEL_UAPI_MINOR;
+		break;
+	case EDU_ACCEL_PARAM_DMA_MASK_BITS:
+		args->value = edev->dma_bits;
+		break;
+	case EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE:
+		args->value = EDU_DEV_BUF_SIZE;
+		break;
+	case EDU_ACCEL_PARAM_MAX_TRANSFER:
+		args->value = EDU_MAX_XFER;
+		break;
+	case EDU_ACCEL_PARAM_IOMMU:
+		args->value = edev->iommu;
+		break;
+	case EDU_ACCEL_PARAM_MAX_BO_SIZE:
+		args->value = EDU_MAX_BO_SIZE;
+		break;
+	case EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE:
+		args->value = dma_get_max_seg_size(&edev->pdev->dev);
+		break;
+	case EDU_ACCEL_PARAM_PINNED_BYTES:
+		args->value = atomic64_read(&client->pinned_bytes);
+		break;
+	default:
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Every ioctl fails with -ENODEV once the device is unplugged. */
+#define EDU_IOCTL(name, fn) \
+	DRM_IOCTL_DEF_DRV(EDU_ACCEL_##name, edu_guarded_##fn, DRM_RENDER_ALLOW)
+#define EDU_GUARDED(fn) \
+static int edu_guarded_##fn(struct drm_device *drm, void *data, struct drm_file *file) \
+{ \
+	int idx, ret; \
+	if (!drm_dev_enter(drm, &idx)) \
+		return -ENODEV; \
+	ret = fn(drm, data, file); \
+	drm_dev_exit(idx); \
+	return ret; \
+}
+
+EDU_GUARDED(edu_ioctl_get_param)
+EDU_GUARDED(edu_ioctl_bo_create)
+EDU_GUARDED(edu_ioctl_bo_userptr)
+EDU_GUARDED(edu_ioctl_bo_info)
+
+static const struct drm_ioctl_desc edu_accel_ioctls[] = {
+	EDU_IOCTL(GET_PARAM, edu_ioctl_get_param),
+	EDU_IOCTL(BO_CREATE, edu_ioctl_bo_create),
+	EDU_IOCTL(BO_USERPTR, edu_ioctl_bo_userptr),
+	EDU_IOCTL(BO_INFO, edu_ioctl_bo_info),
+};
+
+static void edu_client_release(struct kref *ref)
+{
+	struct edu_client *client = container_of(ref, struct edu_client, ref);
+
+	list_del(&client->link);
+	mutex_unlock(&client->edev->obj_lock);
+	kfree(client);
+}
+
+/**
+ * edu_client_put - drop a reference on a client's accounting
+ * @client: the client
+ */
+void edu_client_put(struct edu_client *client)
+{
+	kref_put_mutex(&client->ref, edu_client_release, &client->edev->obj_lock);
+}
+
+static int edu_accel_open(struct drm_device *drm, struct drm_file *file)
+{
+	struct edu_accel_device *edev = to_edu(drm);
+	struct edu_client *client;
+
+	client = kzalloc(sizeof(*client), GFP_KERNEL);
+	if (!client)
+		return -ENOMEM;
+	kref_init(&client->ref);
+	client->edev = edev;
+	client->id = atomic64_inc_return(&edev->next_client_id);
+	client->tgid = task_tgid_nr(current);
+	get_task_comm(client->comm, current);
+	mutex_lock(&edev->obj_lock);
+	list_add_tail(&client->link, &edev->clients);
+	mutex_unlock(&edev->obj_lock);
+	file->driver_priv = client;
+	return 0;
+}
+
+static void edu_accel_postclose(struct drm_device *drm, struct drm_file *file)
+{
+	edu_client_put(file->driver_priv);
+}
+
 DEFINE_DRM_GEM_FOPS(edu_accel_fops);
 
 static const struct drm_driver edu_accel_driver = {
 	.driver_features = DRIVER_GEM | DRIVER_RENDER | DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE,
+	.open = edu_accel_open,
+	.postclose = edu_accel_postclose,
+	.ioctls = edu_accel_ioctls,
+	.num_ioctls = ARRAY_SIZE(edu_accel_ioctls),
 	.fops = &edu_accel_fops,
 	.debugfs_init = edu_accel_debugfs_init,
 	.name = EDU_ACCEL_NAME,
@@ -39,6 +158,14 @@ static const struct drm_driver edu_accel_driver = {
 	.major = 0,
 	.minor = 1,
 };
+
+/* dma-direct (no IOMMU, or an identity domain) hands the device physical addresses. */
+static bool edu_dma_translated(struct device *dev)
+{
+	struct iommu_domain *domain = iommu_get_domain_for_dev(dev);
+
+	return domain && domain->type != IOMMU_DOMAIN_IDENTITY;
+}
 
 static int edu_accel_setup_irq(struct edu_accel_device *edev)
 {
@@ -71,7 +198,12 @@ static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	edev->pdev = pdev;
 	edev->dma_bits = dma_bits;
 	init_completion(&edev->dma_done);
+	INIT_LIST_HEAD(&edev->bos);
+	INIT_LIST_HEAD(&edev->clients);
 	ret = drmm_mutex_init(&edev->drm, &edev->dma_lock);
+	if (ret)
+		return ret;
+	ret = drmm_mutex_init(&edev->drm, &edev->obj_lock);
 	if (ret)
 		return ret;
 	pci_set_drvdata(pdev, edev);
@@ -90,6 +222,10 @@ static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		drm_err(&edev->drm, "cannot use a %u-bit DMA mask\n", dma_bits);
 		return ret;
 	}
+	ret = dma_set_max_seg_size(&pdev->dev, EDU_MAX_SEGMENT);
+	if (ret)
+		return ret;
+	edev->iommu = edu_dma_translated(&pdev->dev);
 
 	ret = edu_hw_init(edev);
 	if (ret)
@@ -103,8 +239,8 @@ static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = drm_dev_register(&edev->drm, 0);
 	if (ret)
 		return ret;
-	drm_info(&edev->drm, "bound %s: %s, %u-bit DMA\n", pci_name(pdev),
-		 edev->irq_is_msi ? "MSI" : "INTx", dma_bits);
+	drm_info(&edev->drm, "bound %s: %s, %u-bit DMA%s\n", pci_name(pdev),
+		 edev->irq_is_msi ? "MSI" : "INTx", dma_bits, edev->iommu ? " via IOMMU" : "");
 	return 0;
 }
 

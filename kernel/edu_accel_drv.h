@@ -4,10 +4,13 @@
 
 #include <drm/drm_device.h>
 #include <linux/completion.h>
+#include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
 
 #define EDU_ACCEL_NAME		"edu_accel"
+#define EDU_ACCEL_UAPI_MAJOR	1
+#define EDU_ACCEL_UAPI_MINOR	0
 
 /**
  * struct edu_accel_device - one bound edu PCI function
@@ -15,22 +18,54 @@
  * @pdev: the PCI function
  * @regs: BAR0
  * @dma_bits: width of the DMA mask, equal to the edu device's dma_mask property
+ * @iommu: DMA goes through a translating IOMMU (else dma-direct: bus address == physical)
  * @irq_is_msi: whether MSI was granted (else INTx, shared)
  * @dma_lock: serialises users of the DMA engine
  * @dma_done: completed by the IRQ handler when a DMA ends
  * @dma_count: transfers completed since probe
  * @irq_count: interrupts handled since probe
+ * @obj_lock: protects @bos and @clients
+ * @bos: every live BO, for debugfs
+ * @clients: accounting of every client with an open file or a live BO
+ * @pinned_bytes: bytes pinned by all BOs of this device
+ * @next_client_id: numbering of clients in debugfs
  */
 struct edu_accel_device {
 	struct drm_device drm;
 	struct pci_dev *pdev;
 	void __iomem *regs;
 	unsigned int dma_bits;
+	bool iommu;
 	bool irq_is_msi;
 	struct mutex dma_lock;
 	struct completion dma_done;
 	atomic64_t dma_count;
 	atomic64_t irq_count;
+	struct mutex obj_lock;
+	struct list_head bos;
+	struct list_head clients;
+	atomic64_t pinned_bytes;
+	atomic64_t next_client_id;
+};
+
+/**
+ * struct edu_client - what one open file has pinned; outlives the file while its BOs live
+ * @ref: held by the file and by each BO it created
+ * @edev: the device
+ * @link: entry in &edu_accel_device.clients
+ * @id: number shown in debugfs
+ * @tgid: process that opened the file
+ * @comm: its name at open time
+ * @pinned_bytes: bytes of its live BOs
+ */
+struct edu_client {
+	struct kref ref;
+	struct edu_accel_device *edev;
+	struct list_head link;
+	u64 id;
+	pid_t tgid;
+	char comm[TASK_COMM_LEN];
+	atomic64_t pinned_bytes;
 };
 
 static inline struct edu_accel_device *to_edu(struct drm_device *drm)
@@ -38,6 +73,7 @@ static inline struct edu_accel_device *to_edu(struct drm_device *drm)
 	return container_of(drm, struct edu_accel_device, drm);
 }
 
+void edu_client_put(struct edu_client *client);
 void edu_accel_debugfs_init(struct drm_minor *minor);
 
 #endif /* EDU_ACCEL_DRV_H */

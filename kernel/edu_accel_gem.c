@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * edu_accel buffer objects: host memory pinned and DMA-mapped for the device.
+ *
+ * Two kinds share one object type and one mapping path:
+ *  - BO_CREATE: shmem pages the driver allocates and holds (cudaHostAlloc), mmap-able;
+ *  - BO_USERPTR: a range of the caller's memory pinned with FOLL_LONGTERM (cudaHostRegister),
+ *    charged to RLIMIT_MEMLOCK like the RDMA core's ib_umem_get().
+ * Every DMA address is checked against the device mask before the device can see it: edu
+ * silently truncates addresses it cannot reach.
+ */
+#include <drm/drm_drv.h>
+#include <drm/drm_file.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_print.h>
+#include <drm/drm_vma_manager.h>
+#include <linux/dma-direct.h>
+#include <linux/dma-mapping.h>
+#include <linux/mm.h>
+#include <linux/pagemap.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/shmem_fs.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include <uapi/drm/edu_accel.h>
+
+#include "edu_accel_drv.h"
+#include "edu_accel_gem.h"
+
+/* Pin in batches of one page of page pointers, as ib_umem_get() does. */
+#define EDU_PIN_BATCH	(PAGE_SIZE / sizeof(struct page *))
+
+static bool edu_range_reachable(struct edu_accel_device *edev, dma_addr_t addr, u64 len)
+{
+	u64 last = addr + len - 1;
+
+	return last >= addr && last <= DMA_BIT_MASK(edev->dma_bits);
+}
+
+/*
+ * Without a translating IOMMU, dma-direct would hand out the physical address (and on 6.1
+ * WARN before failing); check every run against the mask ourselves first.
+ */
+static int edu_bo_check_direct(struct edu_accel_device *edev, struct edu_bo *bo)
+{
+	struct device *dev = &edev->pdev->dev;
+	struct scatterlist *sg;
+	int i;
+
+	for_each_sgtable_sg(&bo->sgt, sg, i) {
+		dma_addr_t addr = phys_to_dma(dev, sg_phys(sg));
+
+		if (!edu_range_reachable(edev, addr, sg->length)) {
+			drm_notice_once(&edev->drm,
+					"refusing a buffer at %pad+0x%x: above the %u-bit DMA mask\n",
+					&addr, sg->length, edev->dma_bits);
+			return -ERANGE;
+		}
+	}
+	return 0;
+}
+
+static int edu_bo_check_mapped(struct edu_accel_device *edev, struct edu_bo *bo)
+{
+	struct scatterlist *sg;
+	int i;
+
+	for_each_sgtable_dma_sg(&bo->sgt, sg, i) {
+		if (!edu_range_reachable(edev, sg_dma_address(sg), sg_dma_len(sg))) {
+			drm_notice_once(&edev->drm, "IOMMU returned an address above the DMA mask\n");
+			return -ERANGE;
+		}
+	}
+	return 0;
+}
+
+/* Builds the SG table over bo->pages (merging contiguous pages) and maps it. */
+static int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
+{
+	struct device *dev = &edev->pdev->dev;
+	unsigned int max_seg = dma_get_max_seg_size(dev) & PAGE_MASK;
+	int ret;
+
+	ret = sg_alloc_table_from_pages_segment(&bo->sgt, bo->pages, bo->npages, 0,
+						(u64)bo->npages << PAGE_SHIFT, max_seg,
+						GFP_KERNEL);
+	if (ret)
+		return ret;
+	if (!edev->iommu) {
+		ret = edu_bo_check_direct(edev, bo);
+		if (ret)
+			goto free_table;
+	}
+	ret = dma_map_sgtable(dev, &bo->sgt, bo->dir, 0);
+	if (ret)
+		goto free_table;
+	ret = edu_bo_check_mapped(edev, bo);
+	if (ret)
+		goto unmap;
+	bo->mapped = true;
+	return 0;
+
+unmap:
+	dma_unmap_sgtable(dev, &bo->sgt, bo->dir, 0);
+free_table:
+	sg_free_table(&bo->sgt);
+	return ret;
+}
+
+static void edu_bo_dma_unmap(struct edu_accel_device *edev, struct edu_bo *bo)
+{
+	if (bo->mapped)
+		dma_unmap_sgtable(&edev->pdev->dev, &bo->sgt, bo->dir, 0);
+	bo->mapped = false;
+	if (bo->sgt.sgl)
+		sg_free_table(&bo->sgt);
+}
+
+static int edu_charge_locked_vm(struct mm_struct *mm, unsigned long npages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	s64 pinned = atomic64_add_return(npages, &mm->pinned_vm);
+
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void edu_bo_release_pages(struct edu_bo *bo)
+{
+	if (!bo->pages)
+		return;
+	if (bo->flags & EDU_ACCEL_BO_INFO_USERPTR) {
+		unpin_user_pages_dirty_lock(bo->pages, bo->npages,
+					    !(bo->flags & EDU_ACCEL_BO_INFO_READONLY));
+		atomic64_sub(bo->npages, &bo->mm->pinned_vm);
+		mmdrop(bo->mm);
+		kvfree(bo->pages);
+	} else {
+		drm_gem_put_pages(&bo->base, bo->pages, true, true);
+	}
+	bo->pages = NULL;
+}
+
+static void edu_bo_free(struct drm_gem_object *obj)
+{
+	struct edu_bo *bo = to_edu_bo(obj);
+	struct edu_accel_device *edev = to_edu(obj->dev);
+
+	/* Only published BOs (see edu_bo_publish()) have a client, a list entry and a charge. */
+	if (bo->client) {
+		mutex_lock(&edev->obj_lock);
+		list_del(&bo->dev_link);
+		mutex_unlock(&edev->obj_lock);
+		atomic64_sub((u64)bo->npages << PAGE_SHIFT, &edev->pinned_bytes);
+		atomic64_sub((u64)bo->npages << PAGE_SHIFT, &bo->client->pinned_bytes);
+		edu_client_put(bo->client);
+	}
+	edu_bo_dma_unmap(edev, bo);
+	edu_bo_release_pages(bo);
+	drm_gem_object_release(obj);
+	kfree(bo);
+}
+
+static int edu_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
+{
+	struct edu_bo *bo = to_edu_bo(obj);
+
+	if (bo->flags & EDU_ACCEL_BO_INFO_USERPTR)
+		return -EINVAL;
+	/* A private mapping would copy on write and stop sharing pages with the device. */
+	if (!(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+	if (bo->readonly_map) {
+		if (vma->vm_flags & VM_WRITE)
+			return -EPERM;
+		vma->vm_flags &= ~VM_MAYWRITE;
+	}
+	vma->vm_pgoff -= drm_vma_node_start(&obj->vma_node);
+	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
+	return vm_map_pages(vma, bo->pages, bo->npages);
+}
+
+static const struct vm_operations_struct edu_bo_vm_ops = {
+	.open = drm_gem_vm_open,
+	.close = drm_gem_vm_close,
+};
+
+static const struct drm_gem_object_funcs edu_bo_funcs = {
+	.free = edu_bo_free,
+	.mmap = edu_bo_mmap,
+	.vm_ops = &edu_bo_vm_ops,
+};
+
+/* Makes bo visible: accounting, the device's BO list. The caller's reference is the BO's. */
+static void edu_bo_publish(struct edu_accel_device *edev, struct edu_client *client,
+			   struct edu_bo *bo)
+{
+	u64 bytes = (u64)bo->npages << PAGE_SHIFT;
+
+	kref_get(&client->ref);
+	bo->client = client;
+	atomic64_add(bytes, &client->pinned_bytes);
+	atomic64_add(bytes, &edev->pinned_bytes);
+	mutex_lock(&edev->obj_lock);
+	list_add_tail(&bo->dev_link, &edev->bos);
+	mutex_unlock(&edev->obj_lock);
+}
+
+/**
+ * edu_bo_create - allocate zeroed, pinned, DMA-mapped pages
+ * @edev: the device
+ * @client: who is charged
+ * @size: bytes, 1..EDU_MAX_BO_SIZE (rounded up to pages)
+ * @readonly_map: forbid writable user mappings (pages only the driver writes)
+ *
+ * Return: the BO with one reference, or an ERR_PTR.
+ */
+struct edu_bo *edu_bo_create(struct edu_accel_device *edev, struct edu_client *client,
+			     u64 size, bool readonly_map)
+{
+	struct edu_bo *bo;
+	struct page **pages;
+	int ret;
+
+	if (!size || size > EDU_MAX_BO_SIZE)
+		return ERR_PTR(-EINVAL);
+	size = PAGE_ALIGN(size);
+	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+	if (!bo)
+		return ERR_PTR(-ENOMEM);
+	bo->base.funcs = &edu_bo_funcs;
+	ret = drm_gem_object_init(&edev->drm, &bo->base, size);
+	if (ret) {
+		kfree(bo);
+		return ERR_PTR(ret);
+	}
+	bo->dir = DMA_BIDIRECTIONAL;
+	bo->size = size;
+	bo->readonly_map = readonly_map;
+
+	/* Pages held for the device's sake must not sit in ZONE_MOVABLE. */
+	mapping_set_gfp_mask(bo->base.filp->f_mapping, GFP_HIGHUSER);
+	pages = drm_gem_get_pages(&bo->base);
+	if (IS_ERR(pages)) {
+		ret = PTR_ERR(pages);
+		goto put;
+	}
+	bo->pages = pages;
+	bo->npages = size >> PAGE_SHIFT;
+	bo->vaddr = page_address(pages[0]);
+
+	ret = edu_bo_dma_map(edev, bo);
+	if (ret)
+		goto put;
+	ret = drm_gem_create_mmap_offset(&bo->base);
+	if (ret)
+		goto put;
+
+	edu_bo_publish(edev, client, bo);
+	return bo;
+
+put:
+	/* The free callback undoes whatever was done; pages is NULL unless they are held. */
+	drm_gem_object_put(&bo->base);
+	return ERR_PTR(ret);
+}
+
+/**
+ * edu_bo_lookup - find a BO by handle in this file
+ * @file: the file
+ * @handle: GEM handle
+ *
+ * Return: the BO with a new reference, or NULL.
+ */
+struct edu_bo *edu_bo_lookup(struct drm_file *file, u32 handle)
+{
+	struct drm_gem_object *obj = drm_gem_object_lookup(file, handle);
+
+	return obj ? to_edu_bo(obj) : NULL;
+}
+
+int edu_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct drm_edu_accel_bo_create *args = data;
+	struct edu_bo *bo;
+	u32 handle;
+	int ret;
+
+	if (args->flags)
+		return -EINVAL;
+	bo = edu_bo_create(to_edu(drm), file->driver_priv, args->size, false);
+	if (IS_ERR(bo))
+		return PTR_ERR(bo);
+	ret = drm_gem_handle_create(file, &bo->base, &handle);
+	if (!ret) {
+		args->handle = handle;
+		args->mmap_offset = drm_vma_node_offset_addr(&bo->base.vma_node);
+	}
+	drm_gem_object_put(&bo->base);
+	return ret;
+}
+
+static int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
+{
+	unsigned int gup = FOLL_LONGTERM;
+	unsigned long pinned = 0;
+	int ret;
+
+	if (!(bo->flags & EDU_ACCEL_BO_INFO_READONLY))
+		gup |= FOLL_WRITE;
+	while (pinned < bo->npages) {
+		unsigned long n = min_t(unsigned long, bo->npages - pinned, EDU_PIN_BATCH);
+
+		ret = pin_user_pages_fast(start + (pinned << PAGE_SHIFT), n, gup,
+					  bo->pages + pinned);
+		if (ret <= 0) {
+			unpin_user_pages(bo->pages, pinned);
+			return ret ? ret : -EFAULT;
+		}
+		pinned += ret;
+	}
+	return 0;
+}
+
+int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct drm_edu_accel_bo_userptr *args = data;
+	struct edu_accel_device *edev = to_edu(drm);
+	unsigned long start, end;
+	struct edu_bo *bo;
+	u32 handle;
+	int ret;
+
+	if (args->flags & ~EDU_ACCEL_BO_USERPTR_FLAGS)
+		return -EINVAL;
+	if (!args->size || args->size > EDU_MAX_BO_SIZE)
+		return -EINVAL;
+	if (args->user_ptr + args->size < args->user_ptr)
+		return -EINVAL;
+	if (!access_ok(u64_to_user_ptr(args->user_ptr), args->size))
+		return -EFAULT;
+	if (!can_do_mlock())
+		return -EPERM;
+
+	start = args->user_ptr & PAGE_MASK;
+	end = PAGE_ALIGN(args->user_ptr + args->size);
+	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+	if (!bo)
+		return -ENOMEM;
+	bo->flags = EDU_ACCEL_BO_INFO_USERPTR;
+	if (args->flags & EDU_ACCEL_BO_USERPTR_READONLY)
+		bo->flags |= EDU_ACCEL_BO_INFO_READONLY;
+	bo->dir = (bo->flags & EDU_ACCEL_BO_INFO_READONLY) ? DMA_TO_DEVICE : DMA_BIDIRECTIONAL;
+	bo->npages = (end - start) >> PAGE_SHIFT;
+	bo->size = args->size;
+	bo->offset = offset_in_page(args->user_ptr);
+	bo->user_ptr = args->user_ptr;
+
+	bo->mm = current->mm;
+	mmgrab(bo->mm);
+	ret = edu_charge_locked_vm(bo->mm, bo->npages);
+	if (ret)
+		goto drop_mm;
+	bo->pages = kvmalloc_array(bo->npages, sizeof(*bo->pages), GFP_KERNEL);
+	if (!bo->pages) {
+		ret = -ENOMEM;
+		goto uncharge;
+	}
+	ret = edu_pin_user_range(bo, start);
+	if (ret)
+		goto free_pages;
+	ret = edu_bo_dma_map(edev, bo);
+	if (ret)
+		goto unpin;
+
+	drm_gem_private_object_init(drm, &bo->base, (size_t)bo->npages << PAGE_SHIFT);
+	bo->base.funcs = &edu_bo_funcs;
+	edu_bo_publish(edev, file->driver_priv, bo);
+	/* From here the free callback owns the teardown. */
+	ret = drm_gem_handle_create(file, &bo->base, &handle);
+	if (!ret)
+		args->handle = handle;
+	drm_gem_object_put(&bo->base);
+	return ret;
+
+unpin:
+	unpin_user_pages(bo->pages, bo->npages);
+free_pages:
+	kvfree(bo->pages);
+uncharge:
+	atomic64_sub(bo->npages, &bo->mm->pinned_vm);
+drop_mm:
+	mmdrop(bo->mm);
+	kfree(bo);
+	return ret;
+}
+
+int edu_ioctl_bo_info(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct drm_edu_accel_bo_info *args = data;
+	struct edu_bo *bo;
+
+	bo = edu_bo_lookup(file, args->handle);
+	if (!bo)
+		return -ENOENT;
+	args->flags = bo->flags;
+	args->size = bo->size;
+	args->mmap_offset = (bo->flags & EDU_ACCEL_BO_INFO_USERPTR) ? 0 :
+			    drm_vma_node_offset_addr(&bo->base.vma_node);
+	args->user_ptr = bo->user_ptr;
+	args->sg_nents = bo->sgt.orig_nents;
+	args->dma_nents = bo->sgt.nents;
+	drm_gem_object_put(&bo->base);
+	return 0;
+}

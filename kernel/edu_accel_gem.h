@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef EDU_ACCEL_GEM_H
+#define EDU_ACCEL_GEM_H
+
+#include <drm/drm_gem.h>
+#include <linux/dma-direction.h>
+#include <linux/scatterlist.h>
+
+struct edu_accel_device;
+struct edu_client;
+struct drm_file;
+
+/**
+ * struct edu_bo - a buffer object: host pages pinned and DMA-mapped for one edu device
+ * @base: GEM object; its reference count is the BO's lifetime
+ * @client: accounting of the file that created it (outlives the file while the BO lives)
+ * @dev_link: entry in &edu_accel_device.bos, for debugfs
+ * @pages: the pinned pages (BO_CREATE: shmem pages held by reference; userptr: FOLL_PIN)
+ * @npages: entries of @pages
+ * @sgt: scatter-gather table over @pages, DMA-mapped while @mapped
+ * @mapped: @sgt is mapped for the device
+ * @dir: direction the mapping was made for
+ * @flags: EDU_ACCEL_BO_INFO_* as reported to userspace
+ * @size: usable bytes
+ * @offset: offset of byte 0 in the first page (userptr ranges need not be page aligned)
+ * @user_ptr: registered start address (userptr)
+ * @mm: mm charged with the pinned pages (userptr), held with mmgrab()
+ * @vaddr: kernel address of page 0 for driver-written pages (the completion page)
+ * @readonly_map: userspace may map it only without write access
+ */
+struct edu_bo {
+	struct drm_gem_object base;
+	struct edu_client *client;
+	struct list_head dev_link;
+	struct page **pages;
+	unsigned long npages;
+	struct sg_table sgt;
+	bool mapped;
+	enum dma_data_direction dir;
+	u32 flags;
+	u64 size;
+	u32 offset;
+	u64 user_ptr;
+	struct mm_struct *mm;
+	void *vaddr;
+	bool readonly_map;
+};
+
+static inline struct edu_bo *to_edu_bo(struct drm_gem_object *obj)
+{
+	return container_of(obj, struct edu_bo, base);
+}
+
+/* Upper bound of one BO; keeps page counts well inside int for pin_user_pages_fast(). */
+#define EDU_MAX_BO_SIZE		SZ_1G
+
+struct edu_bo *edu_bo_create(struct edu_accel_device *edev, struct edu_client *client,
+			     u64 size, bool readonly_map);
+struct edu_bo *edu_bo_lookup(struct drm_file *file, u32 handle);
+
+int edu_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *file);
+int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *file);
+int edu_ioctl_bo_info(struct drm_device *drm, void *data, struct drm_file *file);
+
+#endif /* EDU_ACCEL_GEM_H */
