@@ -2,7 +2,7 @@
 /*
  * debugfs under /sys/kernel/debug/dri/<minor>/:
  *   state     - identification, interrupt mode, DMA mask, counters, pinned totals
- *   clients   - per open file (and per file whose BOs outlive it): pinned bytes
+ *   pins      - per open file (and per file whose BOs outlive it): pinned bytes
  *   bos       - every BO with its CPU scatter-gather runs and DMA segments (root only:
  *               physical and bus addresses)
  *   selftest  - reading it runs one DMA round trip RAM -> device -> RAM and verifies it
@@ -149,7 +149,7 @@ void edu_accel_debugfs_init(struct drm_minor *minor)
 	struct edu_accel_device *edev = to_edu(minor->dev);
 
 	debugfs_create_file("state", 0444, minor->debugfs_root, edev, &state_fops);
-	debugfs_create_file("clients", 0444, minor->debugfs_root, edev, &clients_fops);
+	debugfs_create_file("pins", 0444, minor->debugfs_root, edev, &clients_fops);
 	debugfs_create_file("bos", 0400, minor->debugfs_root, edev, &bos_fops);
 	debugfs_create_file("selftest", 0400, minor->debugfs_root, edev, &selftest_fops);
 }

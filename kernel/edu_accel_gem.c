@@ -53,9 +53,9 @@ static int edu_bo_check_direct(struct edu_accel_device *edev, struct edu_bo *bo)
 		dma_addr_t addr = phys_to_dma(dev, sg_phys(sg));
 
 		if (!edu_range_reachable(edev, addr, sg->length)) {
-			drm_notice_once(&edev->drm,
-					"refusing a buffer at %pad+0x%x: above the %u-bit DMA mask\n",
-					&addr, sg->length, edev->dma_bits);
+			/* One line per refused buffer: the caller only sees -ERANGE. */
+			dev_notice_ratelimited(dev, "refusing a buffer at %pad+0x%x: above the %u-bit DMA mask\n",
+					       &addr, sg->length, edev->dma_bits);
 			return -ERANGE;
 		}
 	}
@@ -69,7 +69,8 @@ static int edu_bo_check_mapped(struct edu_accel_device *edev, struct edu_bo *bo)
 
 	for_each_sgtable_dma_sg(&bo->sgt, sg, i) {
 		if (!edu_range_reachable(edev, sg_dma_address(sg), sg_dma_len(sg))) {
-			drm_notice_once(&edev->drm, "IOMMU returned an address above the DMA mask\n");
+			dev_notice_ratelimited(&edev->pdev->dev,
+					       "IOMMU returned an address above the DMA mask\n");
 			return -ERANGE;
 		}
 	}

@@ -66,6 +66,8 @@ fi
 kill -9 -1 2>/dev/null
 sleep 1
 if rmmod edu_accel; then result rmmod 0; else result rmmod 1; fi
+# vmstat counters sit in per-CPU deltas until folded: fold them, or a leak can hide.
+echo 1 > /proc/sys/vm/stat_refresh
 result pin_acquired "$(pins nr_foll_pin_acquired)"
 result pin_released "$(pins nr_foll_pin_released)"
 dmesg > /out/dmesg.txt

@@ -1,0 +1,438 @@
+// In-VM suite for buffer objects: driver-allocated pinned memory (BO_CREATE), pinned user
+// ranges (BO_USERPTR), their scatter-gather layout, RLIMIT_MEMLOCK accounting and every
+// error path of the ioctls. Runs as root inside the test VM, with and without an IOMMU.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "detail/sysfs.hpp"
+#include "edu_device.hpp"
+#include "proc_util.hpp"
+
+using namespace edu_test;
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kMiB = 1 << 20;
+
+uint64_t page_align(uint64_t n) { return (n + kPage - 1) & ~(kPage - 1); }
+
+// An anonymous mapping that unmaps itself.
+class Mapping {
+ public:
+  Mapping(size_t bytes, int prot, int flags = MAP_PRIVATE | MAP_ANONYMOUS, int fd = -1, off_t off = 0)
+      : bytes_(bytes), p_(mmap(nullptr, bytes, prot, flags, fd, off)) {}
+  ~Mapping() {
+    if (ok()) munmap(p_, bytes_);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  bool ok() const { return p_ != MAP_FAILED; }
+  uint8_t* data() const { return static_cast<uint8_t*>(p_); }
+  size_t size() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  void* p_;
+};
+
+class BoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto nodes = hostrt::detail::bound_edu_nodes();
+    ASSERT_FALSE(nodes.empty()) << "no edu_accel device";
+    node_ = nodes[0].render;
+    fd_ = std::make_unique<Fd>(node_);
+    ASSERT_GE(fd(), 0) << node_;
+    pins_before_ = pins_outstanding();
+  }
+  void TearDown() override {
+    fd_.reset();
+    // Closing the file released every handle: nothing may stay pinned.
+    EXPECT_EQ(pins_outstanding(), pins_before_) << "pinned pages left after closing the file";
+  }
+  int fd() const { return fd_->get(); }
+  bool iommu() const { return param(fd(), EDU_ACCEL_PARAM_IOMMU) == 1; }
+
+  // The SG table must have one entry per physically contiguous run, and the DMA side one
+  // segment with an IOMMU (everything fits in the max segment) or as many as the CPU side.
+  void expect_layout(uint32_t handle, const void* addr, size_t bytes) {
+    drm_edu_accel_bo_info info;
+    ASSERT_EQ(bo_info(fd(), handle, &info), 0);
+    auto pfn = pfns(addr, bytes);
+    ASSERT_FALSE(pfn.empty());
+    for (auto p : pfn) ASSERT_NE(p, 0u) << "page not present or pagemap unreadable";
+    const uint64_t max_seg = param(fd(), EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE);
+    EXPECT_EQ(info.sg_nents, contiguous_runs(pfn, max_seg));
+    if (iommu())
+      EXPECT_EQ(info.dma_nents, 1u);
+    else
+      EXPECT_EQ(info.dma_nents, info.sg_nents);
+  }
+
+  std::string node_;
+  std::unique_ptr<Fd> fd_;
+  int64_t pins_before_ = 0;
+};
+
+TEST_F(BoTest, GetParamReportsTheMachine) {
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_DRIVER_VERSION) >> 16, 1u);
+  const char* mask = std::getenv("VM_DMA_MASK");
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_DMA_MASK_BITS), mask && *mask ? 64u : 28u);
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE), 4096u);
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_MAX_TRANSFER), 4095u);
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_IOMMU), env_is("VM_IOMMU", "on") ? 1u : 0u);
+  EXPECT_GE(param(fd(), EDU_ACCEL_PARAM_MAX_BO_SIZE), 64 * kMiB);
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), 0u);
+}
+
+class BoCreateSize : public BoTest, public ::testing::WithParamInterface<uint64_t> {};
+
+TEST_P(BoCreateSize, IsZeroedSharedAndReadsBackWhatWasWritten) {
+  const uint64_t size = GetParam();
+  uint32_t h = 0;
+  uint64_t off = 0;
+  ASSERT_EQ(bo_create(fd(), size, &h, &off), 0);
+  drm_edu_accel_bo_info info;
+  ASSERT_EQ(bo_info(fd(), h, &info), 0);
+  EXPECT_EQ(info.size, page_align(size));
+  EXPECT_EQ(info.flags, 0u);
+  EXPECT_EQ(info.mmap_offset, off);
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), page_align(size));
+
+  Mapping a(info.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(off));
+  Mapping b(info.size, PROT_READ, MAP_SHARED, fd(), static_cast<off_t>(off));
+  ASSERT_TRUE(a.ok() && b.ok()) << strerror(errno);
+  for (uint64_t i = 0; i < info.size; i += 512) ASSERT_EQ(a.data()[i], 0) << "not zeroed at " << i;
+  std::mt19937 rng(static_cast<unsigned>(size));
+  for (uint64_t i = 0; i < info.size; i += 64) a.data()[i] = static_cast<uint8_t>(rng());
+  rng.seed(static_cast<unsigned>(size));
+  // The second mapping sees the same pages, so writes through one read back through the other.
+  for (uint64_t i = 0; i < info.size; i += 64) ASSERT_EQ(b.data()[i], static_cast<uint8_t>(rng())) << i;
+  expect_layout(h, a.data(), info.size);
+  EXPECT_EQ(gem_close(fd(), h), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, BoCreateSize,
+                         ::testing::Values(1, kPage, kPage + 1, 3 * kPage - 100, kMiB, 64 * kMiB));
+
+TEST_F(BoTest, CreatedBoOutlivesItsHandleWhileMapped) {
+  uint32_t h = 0;
+  uint64_t off = 0;
+  ASSERT_EQ(bo_create(fd(), 2 * kPage, &h, &off), 0);
+  Mapping m(2 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(off));
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(gem_close(fd(), h), 0);
+  std::memset(m.data(), 0x5a, 2 * kPage);  // still backed: the mapping holds the BO
+  EXPECT_EQ(m.data()[2 * kPage - 1], 0x5a);
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), 2 * kPage);
+}
+
+TEST_F(BoTest, PrivateMappingOfABoIsRefused) {
+  uint32_t h = 0;
+  uint64_t off = 0;
+  ASSERT_EQ(bo_create(fd(), kPage, &h, &off), 0);
+  Mapping m(kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd(), static_cast<off_t>(off));
+  EXPECT_FALSE(m.ok());
+  EXPECT_EQ(errno, EINVAL);
+}
+
+struct UserRange {
+  const char* name;
+  size_t lead;   // bytes before the registered start, inside the mapping
+  size_t bytes;  // registered length
+};
+
+void PrintTo(const UserRange& r, std::ostream* os) { *os << r.name; }
+
+class UserptrSize : public BoTest, public ::testing::WithParamInterface<UserRange> {};
+
+TEST_P(UserptrSize, PinsTheCoveringPagesAndReleasesThemOnClose) {
+  const UserRange r = GetParam();
+  Mapping m(page_align(r.lead + r.bytes) + kPage, PROT_READ | PROT_WRITE);
+  ASSERT_TRUE(m.ok());
+  std::memset(m.data(), 0x11, m.size());
+  uint8_t* start = m.data() + r.lead;
+  const uint64_t first = reinterpret_cast<uintptr_t>(start) & ~(kPage - 1);
+  const uint64_t end = page_align(reinterpret_cast<uintptr_t>(start) + r.bytes);
+  const int64_t npages = static_cast<int64_t>((end - first) / kPage);
+
+  uint32_t h = 0;
+  ASSERT_EQ(bo_userptr(fd(), start, r.bytes, 0, &h), 0);
+  EXPECT_EQ(pins_outstanding() - pins_before_, npages);
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), static_cast<uint64_t>(npages) * kPage);
+  drm_edu_accel_bo_info info;
+  ASSERT_EQ(bo_info(fd(), h, &info), 0);
+  EXPECT_EQ(info.size, r.bytes);
+  EXPECT_EQ(info.user_ptr, reinterpret_cast<uintptr_t>(start));
+  EXPECT_EQ(info.flags, static_cast<uint32_t>(EDU_ACCEL_BO_INFO_USERPTR));
+  EXPECT_EQ(info.mmap_offset, 0u);
+  expect_layout(h, start, r.bytes);
+
+  ASSERT_EQ(gem_close(fd(), h), 0);
+  EXPECT_EQ(pins_outstanding(), pins_before_);
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranges, UserptrSize,
+                         ::testing::Values(UserRange{"OneByte", 0, 1}, UserRange{"OnePage", 0, kPage},
+                                           UserRange{"UnalignedBoth", 100, 2 * kPage + 50},
+                                           UserRange{"UnalignedEndOnly", 0, kPage + 1},
+                                           UserRange{"OneMiB", 0, kMiB}, UserRange{"SixtyFourMiB", 0, 64 * kMiB}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Root studies the DMA path in debugfs: each BO with its physical runs and bus segments.
+TEST_F(BoTest, DebugfsShowsTheLayoutOfEachBo) {
+  const auto nodes = hostrt::detail::bound_edu_nodes();
+  Mapping m(3 * kPage, PROT_READ | PROT_WRITE);
+  ASSERT_TRUE(m.ok());
+  std::memset(m.data(), 7, m.size());
+  uint32_t h = 0;
+  ASSERT_EQ(bo_userptr(fd(), m.data() + 10, 2 * kPage, 0, &h), 0);
+  drm_edu_accel_bo_info info;
+  ASSERT_EQ(bo_info(fd(), h, &info), 0);
+  const auto text = hostrt::detail::read_text(nodes[0].debugfs + "/bos");
+  ASSERT_TRUE(text);
+  const std::string head = "userptr size=" + std::to_string(2 * kPage) + " offset=10 pages=3 sg_nents=" +
+                           std::to_string(info.sg_nents) + " dma_nents=" + std::to_string(info.dma_nents);
+  EXPECT_NE(text->find(head), std::string::npos) << *text;
+  // Every physical run of that BO is listed with its address, adding up to its 3 pages.
+  size_t pos = text->find(head), bytes = 0, runs = 0;
+  std::istringstream lines(text->substr(pos));
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line) && line.rfind("  ", 0) == 0) {
+    if (line.rfind("  sg ", 0) == 0) {
+      ++runs;
+      bytes += std::stoul(line.substr(line.find("len=") + 4));
+    }
+  }
+  EXPECT_EQ(runs, info.sg_nents);
+  EXPECT_EQ(bytes, 3 * kPage);
+}
+
+TEST_F(BoTest, ReadOnlyRegistrationOfReadOnlyMemorySucceeds) {
+  Mapping m(4 * kPage, PROT_READ);
+  ASSERT_TRUE(m.ok());
+  uint32_t h = 0;
+  ASSERT_EQ(bo_userptr(fd(), m.data(), m.size(), EDU_ACCEL_BO_USERPTR_READONLY, &h), 0);
+  drm_edu_accel_bo_info info;
+  ASSERT_EQ(bo_info(fd(), h, &info), 0);
+  EXPECT_EQ(info.flags, static_cast<uint32_t>(EDU_ACCEL_BO_INFO_USERPTR | EDU_ACCEL_BO_INFO_READONLY));
+}
+
+TEST_F(BoTest, ProcessExitReleasesItsPins) {
+  const int64_t before = pins_outstanding();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child registers and leaves without closing anything.
+    Fd child(node_);
+    Mapping m(kMiB, PROT_READ | PROT_WRITE);
+    uint32_t h = 0;
+    _exit(child.get() >= 0 && m.ok() && bo_userptr(child.get(), m.data(), kMiB, 0, &h) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(pins_outstanding(), before);
+}
+
+// Runs body in a child that has dropped root (so CAP_IPC_LOCK) under a MEMLOCK limit; the
+// child inherits already-open render nodes, and `handoff` becomes the child's alone (the
+// parent closes its copy). Returns the child's exit code.
+template <typename Body>
+int as_unprivileged(rlim_t memlock, Body body, Fd* handoff = nullptr) {
+  pid_t pid = fork();
+  if (pid > 0 && handoff) handoff->reset();
+  if (pid == 0) {
+    rlimit lim{memlock, memlock};
+    if (setrlimit(RLIMIT_MEMLOCK, &lim) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(90);
+    _exit(body());
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+}
+
+TEST_F(BoTest, MemlockLimitBoundsUnprivilegedPinsAndCloseReturnsTheCharge) {
+  Fd second(node_), third(node_);
+  ASSERT_GE(second.get(), 0);
+  ASSERT_GE(third.get(), 0);
+  const int a = third.get(), b = second.get();
+  const int rc = as_unprivileged(16 * kPage, [a, b] {
+    Mapping m(32 * kPage, PROT_READ | PROT_WRITE);
+    if (!m.ok()) return 10;
+    uint32_t h1 = 0, h2 = 0;
+    if (bo_userptr(a, m.data(), 12 * kPage, 0, &h1) != 0) return 11;            // within the limit
+    if (bo_userptr(a, m.data(), 8 * kPage, 0, &h2) != ENOMEM) return 12;        // 20 pages > 16
+    if (bo_userptr(b, m.data() + 12 * kPage, 4 * kPage, 0, &h2) != 0) return 13;  // exactly 16
+    if (gem_close(a, h1) != 0) return 14;                                         // returns 12
+    if (bo_userptr(a, m.data(), 12 * kPage, 0, &h1) != 0) return 15;
+    close(a);  // the last reference to that file: returns 12
+    if (bo_userptr(b, m.data(), 12 * kPage, 0, &h1) != 0) return 16;
+    return 0;
+  }, &third);
+  EXPECT_EQ(rc, 0) << "step " << rc << " of the memlock sequence failed";
+}
+
+TEST_F(BoTest, ZeroMemlockLimitMeansNoPinningAtAll) {
+  const int a = fd();
+  const int rc = as_unprivileged(0, [a] {
+    Mapping m(kPage, PROT_READ | PROT_WRITE);
+    uint32_t h = 0;
+    return bo_userptr(a, m.data(), kPage, 0, &h) == EPERM ? 0 : 1;
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+// One error path per test: each names the call and the errno it must produce.
+struct BadInput {
+  const char* name;
+  int expected_errno;
+  int (*call)(int fd, int other_fd);
+};
+
+int bad_param_pad(int fd, int) {
+  drm_edu_accel_get_param p{};
+  p.param = EDU_ACCEL_PARAM_DMA_MASK_BITS;
+  p.pad = 1;
+  return call(fd, DRM_IOCTL_EDU_ACCEL_GET_PARAM, p);
+}
+int bad_param_unknown(int fd, int) {
+  uint64_t v;
+  return get_param(fd, 0xdead, &v);
+}
+int bad_create_flags(int fd, int) {
+  drm_edu_accel_bo_create a{};
+  a.size = kPage;
+  a.flags = 1;
+  return call(fd, DRM_IOCTL_EDU_ACCEL_BO_CREATE, a);
+}
+int bad_create_zero(int fd, int) {
+  uint32_t h;
+  return bo_create(fd, 0, &h);
+}
+int bad_create_huge(int fd, int) {
+  uint32_t h;
+  return bo_create(fd, param(fd, EDU_ACCEL_PARAM_MAX_BO_SIZE) + 1, &h);
+}
+int bad_create_wrapping(int fd, int) {
+  uint32_t h;
+  return bo_create(fd, ~0ull - 100, &h);
+}
+int bad_userptr_flags(int fd, int) {
+  static char buf[64];
+  uint32_t h;
+  return bo_userptr(fd, buf, sizeof buf, 0x80, &h);
+}
+int bad_userptr_zero(int fd, int) {
+  static char buf[64];
+  uint32_t h;
+  return bo_userptr(fd, buf, 0, 0, &h);
+}
+int bad_userptr_wraps(int fd, int) {
+  drm_edu_accel_bo_userptr a{};
+  a.user_ptr = ~0ull - kPage;
+  a.size = 2 * kPage;
+  return call(fd, DRM_IOCTL_EDU_ACCEL_BO_USERPTR, a);
+}
+int bad_userptr_kernel_address(int fd, int) {
+  drm_edu_accel_bo_userptr a{};
+  a.user_ptr = 0xffff888000000000ull;
+  a.size = kPage;
+  return call(fd, DRM_IOCTL_EDU_ACCEL_BO_USERPTR, a);
+}
+int bad_userptr_unmapped(int fd, int) {
+  void* p = mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  munmap(static_cast<char*>(p) + 2 * kPage, kPage);  // a hole in the middle
+  uint32_t h;
+  int err = bo_userptr(fd, p, 4 * kPage, 0, &h);
+  munmap(p, 4 * kPage);
+  return err;
+}
+int bad_userptr_readonly_memory_for_write(int fd, int) {
+  Mapping m(2 * kPage, PROT_READ);
+  uint32_t h;
+  return bo_userptr(fd, m.data(), m.size(), 0, &h);
+}
+int bad_info_bogus_handle(int fd, int) {
+  drm_edu_accel_bo_info info;
+  return bo_info(fd, 0x7777, &info);
+}
+int bad_info_other_files_handle(int fd, int other) {
+  uint32_t h = 0;
+  if (bo_create(other, kPage, &h) != 0) return -1;
+  // Make sure the number is not also a live handle of this file.
+  drm_edu_accel_bo_info info;
+  if (bo_info(fd, h, &info) == 0) return -2;
+  return bo_info(fd, h, &info);
+}
+int bad_close_bogus_handle(int fd, int) { return gem_close(fd, 0x7777); }
+
+void PrintTo(const BadInput& b, std::ostream* os) { *os << b.name; }
+
+class BadInputTest : public BoTest, public ::testing::WithParamInterface<BadInput> {};
+
+TEST_P(BadInputTest, IsRefusedWithItsErrno) {
+  Fd other(node_);
+  ASSERT_GE(other.get(), 0);
+  EXPECT_EQ(GetParam().call(fd(), other.get()), GetParam().expected_errno) << strerror(GetParam().expected_errno);
+  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), 0u) << "a refused call left memory charged";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadInputTest,
+    ::testing::Values(BadInput{"GetParamNonZeroPad", EINVAL, bad_param_pad},
+                      BadInput{"GetParamUnknown", EINVAL, bad_param_unknown},
+                      BadInput{"CreateUnknownFlags", EINVAL, bad_create_flags},
+                      BadInput{"CreateZeroSize", EINVAL, bad_create_zero},
+                      BadInput{"CreateTooLarge", EINVAL, bad_create_huge},
+                      BadInput{"CreateSizeNearU64Max", EINVAL, bad_create_wrapping},
+                      BadInput{"UserptrUnknownFlags", EINVAL, bad_userptr_flags},
+                      BadInput{"UserptrZeroLength", EINVAL, bad_userptr_zero},
+                      BadInput{"UserptrAddressPlusLengthWraps", EINVAL, bad_userptr_wraps},
+                      BadInput{"UserptrKernelAddress", EFAULT, bad_userptr_kernel_address},
+                      BadInput{"UserptrUnmappedHole", EFAULT, bad_userptr_unmapped},
+                      BadInput{"UserptrReadOnlyMemoryForWrite", EFAULT, bad_userptr_readonly_memory_for_write},
+                      BadInput{"InfoBogusHandle", ENOENT, bad_info_bogus_handle},
+                      BadInput{"InfoAnotherFilesHandle", ENOENT, bad_info_other_files_handle},
+                      BadInput{"CloseBogusHandle", EINVAL, bad_close_bogus_handle}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Without an IOMMU and with RAM above edu's 28-bit mask, some pages are unreachable: the
+// driver must refuse them with ERANGE (never hand the device a truncated address, never WARN).
+TEST_F(BoTest, UnreachablePagesAreRefusedWithoutAnIommu) {
+  if (iommu() || param(fd(), EDU_ACCEL_PARAM_DMA_MASK_BITS) != 28 || !env_is("VM_MEM", "512M"))
+    GTEST_SKIP() << "needs 512M of RAM, no IOMMU and the 28-bit mask (config highmem)";
+  const size_t chunk = 16 * kMiB, total = 320 * kMiB;
+  Mapping m(total, PROT_READ | PROT_WRITE);
+  ASSERT_TRUE(m.ok());
+  std::memset(m.data(), 1, total);
+  int refused = 0, accepted = 0;
+  for (size_t off = 0; off < total; off += chunk) {
+    uint32_t h = 0;
+    const int err = bo_userptr(fd(), m.data() + off, chunk, 0, &h);
+    auto pfn = pfns(m.data() + off, chunk);
+    const bool reachable = std::all_of(pfn.begin(), pfn.end(), [](uint64_t p) { return p < (1u << 16); });
+    if (err == 0) {
+      ++accepted;
+      EXPECT_TRUE(reachable) << "accepted a range with pages above 256 MiB at +" << off;
+      gem_close(fd(), h);
+    } else {
+      ++refused;
+      EXPECT_EQ(err, ERANGE) << "at +" << off;
+    }
+  }
+  EXPECT_GT(refused, 0) << "320 MiB in a 512 MiB guest should reach above 256 MiB";
+  EXPECT_GT(accepted, 0);
+}
+
+}  // namespace
