@@ -4,14 +4,21 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd -P)
 build=${BUILD_DIR:-$src/build}
-bin="$build/cmake/tests/bench"
+bin="/host$build/cmake/tests/bench"  # as the guest sees it
 mkdir -p "$build/bench"
 metrics="$build/bench/metrics.txt"
 : > "$metrics"
 
-"$src/qemu/run-vm.sh" --quiet --config noiommu --out "$build/bench/vm-noiommu" -- \
-	"hostrun $bin/dma_selftest_bench 5"
-grep -h '^METRIC ' "$build/bench/vm-noiommu/cmd.log" | tr -d '\r' >> "$metrics"
+# in_vm CONFIG COMMAND: one guest run; its METRIC lines join the others.
+failed=0
+in_vm() {
+	"$src/qemu/run-vm.sh" --quiet --config "$1" --out "$build/bench/vm-$1" -- "$2" || failed=1
+	grep -h '^METRIC ' "$build/bench/vm-$1/cmd.log" | tr -d '\r' >> "$metrics" || true
+}
+
+in_vm noiommu "hostrun $bin/dma_selftest_bench 5 && hostrun $bin/pin_bench 7"
+in_vm iommu "hostrun $bin/pin_bench 7 _iommu"
 
 echo "---- $metrics"
 cat "$metrics"
+exit $failed
