@@ -62,6 +62,10 @@ class PinnedBuffer {
   std::shared_ptr<detail::Allocation> alloc_;
 };
 
+// Device::free_host_sync for the buffer's own device: waits for the work submitted so far on
+// every stream of that device, then frees (also when the wait throws).
+void free_host_sync(PinnedBuffer&& buffer);
+
 // What hostrt knows about p: pinned, registered, device or pageable, and which buffer.
 PointerAttributes pointer_attributes(const void* p);
 

@@ -1,0 +1,127 @@
+/*
+ * hostrt C API: pinned host memory, streams, events and async copies for edu_accel, in the
+ * style of cudaHostAlloc / aclrtMallocHost. Every call returns an hrtError_t and never lets a
+ * C++ exception escape. A failing call also records, per thread, its code and a message
+ * naming the call and the cause: hrtGetLastError() returns and clears the code,
+ * hrtPeekAtLastError() returns it, hrtGetLastErrorMessage() gives the text.
+ *
+ * Devices: the backend comes from the environment at each device open:
+ * HOSTRT_BACKEND=emulated selects the in-process emulation, anything else (or unset) the
+ * edu_accel driver. Each thread has a current device (hrtSetDevice, default 0), opened on
+ * first use; calls check it is still open (hrtDeviceReset closes it) before doing anything.
+ *
+ * Device memory is edu's 4096-byte buffer: hrtDevicePtr(offset) gives the address to pass
+ * as dst (H2D) or src (D2H) of hrtMemcpyAsync; transfers must end at or before byte 4095.
+ *
+ * Frees: hrtFreeHost returns at once (jobs already submitted keep the memory valid for the
+ * device until they end); hrtFreeHostSync first waits for every stream of the device, like
+ * cudaFreeHost. hrtHostUnregister is immediate in the same sense as hrtFreeHost.
+ * Pageable memory passed to hrtMemcpyAsync is staged through pinned buffers; a pageable
+ * destination makes the call wait for the copy.
+ */
+#ifndef HOSTRT_HOSTRT_H_
+#define HOSTRT_HOSTRT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hrtError {
+  hrtSuccess = 0,
+  hrtErrorInvalidValue = 1,           /* bad pointer, size, range, flags, kind */
+  hrtErrorMemoryAllocation = 2,       /* the driver could not allocate or pin (RLIMIT_MEMLOCK...) */
+  hrtErrorNoDevice = 3,               /* no device of the selected backend */
+  hrtErrorInvalidDevice = 4,          /* device index out of range */
+  hrtErrorDeviceLost = 5,             /* the device was closed (hrtDeviceReset) or vanished */
+  hrtErrorNotReady = 6,               /* query: work still pending (not recorded as an error) */
+  hrtErrorHostMemoryAlreadyRegistered = 7,
+  hrtErrorHostMemoryNotRegistered = 8,
+  hrtErrorInvalidResourceHandle = 9,  /* destroyed or unknown stream / event */
+  hrtErrorLaunchFailure = 10,         /* submitted work failed on the device */
+  hrtErrorNotSupported = 11,
+  hrtErrorUnknown = 999
+} hrtError_t;
+
+typedef enum hrtMemcpyKind {
+  hrtMemcpyHostToDevice = 1,
+  hrtMemcpyDeviceToHost = 2,
+  hrtMemcpyHostToHost = 3
+} hrtMemcpyKind;
+
+typedef enum hrtMemoryType {
+  hrtMemoryTypePageable = 0,
+  hrtMemoryTypePinned = 1,     /* hrtMallocHost / hrtHostAlloc */
+  hrtMemoryTypeRegistered = 2, /* hrtHostRegister */
+  hrtMemoryTypeDevice = 3      /* hrtDevicePtr */
+} hrtMemoryType;
+
+typedef struct hrtPointerAttributes {
+  hrtMemoryType type;
+  int device; /* -1 for pageable memory */
+  uint32_t handle;
+  void* base;
+  size_t size;
+  size_t offset;
+} hrtPointerAttributes;
+
+typedef struct hrtStream* hrtStream_t; /* NULL: the current device's default stream */
+typedef struct hrtEvent* hrtEvent_t;
+
+#define hrtHostRegisterDefault 0u
+#define hrtHostRegisterReadOnly 1u /* the device only reads the range */
+
+/* Devices */
+hrtError_t hrtGetDeviceCount(int* count);
+hrtError_t hrtSetDevice(int device);
+hrtError_t hrtGetDevice(int* device);
+hrtError_t hrtDeviceSynchronize(void);
+/* Closes the current device: its streams and events fail with hrtErrorDeviceLost, its host
+ * memory can still be freed. The next call that needs the device opens it again. */
+hrtError_t hrtDeviceReset(void);
+/* A raw capability (enum drm_edu_accel_param) of the current device. */
+hrtError_t hrtDeviceGetParam(uint64_t* value, uint32_t param);
+/* The address of byte `offset` of the device buffer, for hrtMemcpyAsync. */
+void* hrtDevicePtr(size_t offset);
+
+/* Pinned host memory */
+hrtError_t hrtMallocHost(void** ptr, size_t size);
+hrtError_t hrtHostAlloc(void** ptr, size_t size, unsigned int flags); /* flags must be 0 */
+hrtError_t hrtFreeHost(void* ptr);     /* immediate; NULL is a no-op */
+hrtError_t hrtFreeHostSync(void* ptr); /* waits for the device's streams first */
+hrtError_t hrtHostRegister(void* ptr, size_t size, unsigned int flags);
+hrtError_t hrtHostUnregister(void* ptr);
+hrtError_t hrtPointerGetAttributes(hrtPointerAttributes* attributes, const void* ptr);
+
+/* Streams */
+hrtError_t hrtStreamCreate(hrtStream_t* stream);
+hrtError_t hrtStreamDestroy(hrtStream_t stream);
+hrtError_t hrtStreamSynchronize(hrtStream_t stream);
+hrtError_t hrtStreamQuery(hrtStream_t stream); /* hrtSuccess or hrtErrorNotReady */
+hrtError_t hrtStreamWaitEvent(hrtStream_t stream, hrtEvent_t event, unsigned int flags);
+hrtError_t hrtMemcpyAsync(void* dst, const void* src, size_t count, hrtMemcpyKind kind, hrtStream_t stream);
+/* hrtMemcpyAsync on the default stream, then waits for it. */
+hrtError_t hrtMemcpy(void* dst, const void* src, size_t count, hrtMemcpyKind kind);
+
+/* Events */
+hrtError_t hrtEventCreate(hrtEvent_t* event);
+hrtError_t hrtEventDestroy(hrtEvent_t event);
+hrtError_t hrtEventRecord(hrtEvent_t event, hrtStream_t stream);
+hrtError_t hrtEventQuery(hrtEvent_t event); /* hrtSuccess or hrtErrorNotReady */
+hrtError_t hrtEventSynchronize(hrtEvent_t event);
+
+/* Errors */
+const char* hrtGetErrorName(hrtError_t error);
+const char* hrtGetErrorString(hrtError_t error);
+hrtError_t hrtGetLastError(void);   /* returns this thread's last error and resets it */
+hrtError_t hrtPeekAtLastError(void); /* returns it without resetting */
+/* The message of this thread's last failing call ("" when none); valid until the next call. */
+const char* hrtGetLastErrorMessage(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HOSTRT_HOSTRT_H_ */

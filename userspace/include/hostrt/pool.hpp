@@ -1,0 +1,267 @@
+// Pool: a caching pool of pinned host memory with stream-ordered frees.
+//
+// Semantics (the contract; Documentation/pool.md explains the design behind it):
+//
+//  - allocate(bytes, stream) returns pinned, DMA-mapped host memory from the pool's device,
+//    64-byte aligned, its size rounded up to a multiple of 64 bytes and no further (no
+//    power-of-two rounding). The host may read and write it as soon as allocate returns.
+//    `stream` becomes the block's home stream: the one deallocate(p) frees it on.
+//  - deallocate(p, stream) returns the block to the pool at once, but the block is handed
+//    out again only after the host has observed the completion of all device work that may
+//    use it: everything submitted on `stream` before the call, and, for every stream named by
+//    record_stream(p, other), everything submitted on that stream before the call.
+//    Completion is read from the driver's completion page (no syscall). Work submitted on
+//    those streams after deallocate must not use the block.
+//  - Pending frees are queued per stream in submission order, so a slow stream delays only
+//    the blocks freed on it.
+//  - A request the cache cannot serve first reclaims completed pending blocks, then grows the
+//    pool from the driver (segments of geometrically growing size; a request larger than the
+//    next step gets a segment of its own exact size). When growing would pass max_bytes (or
+//    the driver refuses), the pool returns idle segments, then waits for its oldest pending
+//    work, and only then throws PoolOutOfMemory, which carries the pool's statistics.
+//  - Blocks are split from segments by best fit over a size-ordered index and coalesced with
+//    free neighbours when freed. Requests of up to 1 MiB and larger ones use separate
+//    segments, so small blocks do not fragment the large segments.
+//  - trim(keep_bytes) returns idle segments to the driver while at least keep_bytes stay
+//    reserved; release_threshold does the same automatically whenever a segment becomes
+//    idle and more than the threshold is reserved; reserve() grows the pool up front (do
+//    it at start-up, never in the steady-state loop).
+//  - Thread safety: every member function may be called from any thread. Warm allocations
+//    and frees whose stream has no unfinished work are served from a per-thread cache with
+//    no lock and no syscall; everything else takes the pool's lock, which is never held
+//    across a driver call or a wait. Blocks parked in another thread's cache are returned
+//    to the pool by that thread at its next pool call after trim()/flush, or when it exits.
+//  - sync_on_free (debug): deallocate waits until the block's work has completed (and
+//    reports a device fault of that work) before returning, so a missing record_stream shows
+//    up as corruption right where the free is, not later.
+//  - Streams are referenced, not owned: a Stream passed to allocate, deallocate or
+//    record_stream must stay alive, at the same address, while a block freed on it is
+//    pending or a block allocated on it is held (synchronize() the pool before destroying
+//    or moving such a stream).
+//  - Destroying the pool waits for all pending work, then returns every segment; blocks
+//    still held by the user become invalid.
+//
+// Errors: InvalidArgument for a pointer the pool did not hand out (or freed twice, as far
+// as it can tell), PoolOutOfMemory as above, DeviceFault from sync_on_free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <memory_resource>
+#include <span>
+#include <string>
+
+#include "hostrt/error.hpp"
+
+namespace hostrt {
+
+class Device;
+class Stream;
+
+namespace detail::pool {
+class PoolCore;
+class SegmentSource;
+class RegistrationIndex;
+}  // namespace detail::pool
+
+struct PoolOptions {
+  // Upper bound on reserved (pinned) bytes.
+  std::size_t max_bytes = std::numeric_limits<std::size_t>::max();
+  // Idle reserved memory above this is returned to the driver as segments become idle.
+  std::size_t release_threshold = std::numeric_limits<std::size_t>::max();
+  // Per-thread cache budget for blocks of up to 1 MiB; 0 disables the caches.
+  std::size_t thread_cache_bytes = std::size_t{4} << 20;
+  // Smallest segment requested from the driver.
+  std::size_t min_segment_bytes = std::size_t{2} << 20;
+  // Debug: deallocate waits for the block's device work (see the class comment).
+  bool sync_on_free = false;
+};
+
+// A snapshot; exact when no other thread is using the pool at the time of the call.
+struct PoolStats {
+  std::size_t reserved_bytes = 0;  // held from the driver, in segments
+  std::size_t peak_reserved_bytes = 0;
+  std::size_t allocated_bytes = 0;  // held by users, rounded sizes
+  std::size_t requested_bytes = 0;  // held by users, as requested
+  // High-water marks of the two above, updated whenever the pool's lock is taken (a miss, a
+  // pending free, a cache overflow): exact with thread_cache_bytes = 0, a lower bound of the
+  // true peak otherwise.
+  std::size_t peak_allocated_bytes = 0;
+  std::size_t peak_requested_bytes = 0;
+  std::size_t pending_free_bytes = 0;  // freed, waiting for device work
+  std::size_t cached_bytes = 0;        // free, parked in per-thread caches
+  std::size_t free_bytes = 0;          // free in the pool's segments
+  std::size_t segments = 0;
+  std::size_t small_segments = 0;
+  std::size_t large_segments = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t deallocations = 0;
+  std::uint64_t hits = 0;                // allocations served without a driver call
+  std::uint64_t misses = 0;              // segments allocated from the driver
+  std::uint64_t frees_waited = 0;        // frees whose block had to wait for device work
+  std::uint64_t waits = 0;               // times the pool blocked on a stream
+  std::uint64_t segments_released = 0;   // segments returned to the driver
+
+  std::string to_string() const;
+};
+
+class PoolOutOfMemory : public OutOfMemory {
+ public:
+  PoolOutOfMemory(const std::string& message, const PoolStats& stats)
+      : OutOfMemory(12 /* ENOMEM */, message), stats_(stats) {}
+  const PoolStats& stats() const noexcept { return stats_; }
+
+ private:
+  PoolStats stats_;
+};
+
+class PoolBuffer;
+
+class Pool {
+ public:
+  // Segments come from device.host_alloc. The Device object may be destroyed before the pool
+  // (its buffers keep the device's internals alive).
+  explicit Pool(Device& device, PoolOptions options = {});
+  // Segments from any source (tests, or memory the caller pins some other way).
+  Pool(std::unique_ptr<detail::pool::SegmentSource> source, PoolOptions options);
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  ~Pool();
+
+  void* allocate(std::size_t bytes, Stream& stream);
+  // No home stream: deallocate(p) then waits only for record_stream streams.
+  void* allocate(std::size_t bytes);
+  void deallocate(void* p, Stream& stream);
+  // Frees on the block's home stream.
+  void deallocate(void* p);
+  void record_stream(void* p, Stream& stream);
+  // allocate() wrapped in a handle that frees on `stream` when it goes.
+  PoolBuffer allocate_buffer(std::size_t bytes, Stream& stream);
+  // The usable size of an allocated block: the request rounded up to 64 bytes.
+  std::size_t block_size(const void* p) const;
+
+  // Grows the pool so that a large-request segment of large_bytes and a small-request
+  // segment of small_bytes are free (0: none of that class).
+  void reserve(std::size_t large_bytes, std::size_t small_bytes = 0);
+  // Returns idle segments to the driver, keeping at least keep_bytes reserved; flushes the
+  // calling thread's cache and asks other threads to flush theirs. Returns bytes released.
+  std::size_t trim(std::size_t keep_bytes = 0);
+  void set_release_threshold(std::size_t bytes);
+  std::size_t release_threshold() const noexcept;
+  // Waits for all work pending frees wait for, then makes those blocks reusable.
+  void synchronize();
+  // Returns the calling thread's cached blocks to the pool.
+  void flush_thread_cache();
+  PoolStats stats() const;
+
+  detail::pool::PoolCore& core() const noexcept { return *core_; }
+
+ private:
+  std::shared_ptr<detail::pool::PoolCore> core_;
+};
+
+// One block of a Pool, freed on its stream when the handle goes. Movable.
+class PoolBuffer {
+ public:
+  PoolBuffer() noexcept = default;
+  PoolBuffer(Pool& pool, void* p, std::size_t bytes, Stream& stream) noexcept
+      : pool_(&pool), ptr_(p), size_(bytes), stream_(&stream) {}
+  PoolBuffer(PoolBuffer&& o) noexcept;
+  PoolBuffer& operator=(PoolBuffer&& o) noexcept;
+  PoolBuffer(const PoolBuffer&) = delete;
+  PoolBuffer& operator=(const PoolBuffer&) = delete;
+  ~PoolBuffer() { reset(); }
+
+  void* data() const noexcept { return ptr_; }
+  std::size_t size() const noexcept { return size_; }
+  std::span<std::byte> bytes() const noexcept { return {static_cast<std::byte*>(ptr_), size_}; }
+  explicit operator bool() const noexcept { return ptr_ != nullptr; }
+  void record_stream(Stream& other);
+  // Frees now (stream-ordered, as Pool::deallocate). Never throws: a failure (only possible
+  // with sync_on_free, a device fault) is dropped; call Pool::deallocate to see it.
+  void reset() noexcept;
+  // Gives up ownership without freeing.
+  void* release() noexcept;
+
+ private:
+  Pool* pool_ = nullptr;
+  void* ptr_ = nullptr;
+  std::size_t size_ = 0;
+  Stream* stream_ = nullptr;
+};
+
+// std::pmr adaptor, so containers can live in pinned memory:
+//   hostrt::PoolMemoryResource mr(pool, stream);
+//   std::pmr::vector<float> v(&mr);
+// Frees are stream-ordered on `stream` (or have no stream when constructed without one).
+// Alignments up to 64 are honoured; larger ones throw InvalidArgument.
+class PoolMemoryResource : public std::pmr::memory_resource {
+ public:
+  explicit PoolMemoryResource(Pool& pool, Stream* stream = nullptr) noexcept : pool_(&pool), stream_(stream) {}
+  Pool& pool() const noexcept { return *pool_; }
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t alignment) override;
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment) override;
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override;
+
+  Pool* pool_;
+  Stream* stream_;
+};
+
+// A cache in front of Device::host_register: registering a range that lies inside a range
+// already registered through the cache costs no ioctl, only a reference. Released
+// registrations stay cached (idle) until evict()/trim or until a new registration overlaps
+// them; an overlap with a range still in use throws AlreadyRegistered.
+class RegisteredRange;
+
+class RegistrationCache {
+ public:
+  explicit RegistrationCache(Device& device, unsigned flags = 0);
+  RegistrationCache(const RegistrationCache&) = delete;
+  RegistrationCache& operator=(const RegistrationCache&) = delete;
+  ~RegistrationCache();
+
+  RegisteredRange acquire(void* ptr, std::size_t bytes);
+  // Unregisters every idle range; returns how many.
+  std::size_t evict_idle();
+  std::size_t registrations() const;   // distinct registered ranges (ioctl-backed)
+  std::uint64_t hits() const;           // acquires served without an ioctl
+  std::uint64_t misses() const;         // acquires that registered
+
+  detail::pool::RegistrationIndex& index() const noexcept { return *index_; }
+
+ private:
+  std::unique_ptr<detail::pool::RegistrationIndex> index_;
+};
+
+class RegisteredRange {
+ public:
+  RegisteredRange() noexcept = default;
+  RegisteredRange(detail::pool::RegistrationIndex* index, std::uintptr_t key, void* ptr, std::size_t bytes,
+                  std::uint32_t handle) noexcept
+      : index_(index), key_(key), ptr_(ptr), bytes_(bytes), handle_(handle) {}
+  RegisteredRange(RegisteredRange&& o) noexcept;
+  RegisteredRange& operator=(RegisteredRange&& o) noexcept;
+  RegisteredRange(const RegisteredRange&) = delete;
+  RegisteredRange& operator=(const RegisteredRange&) = delete;
+  ~RegisteredRange() { reset(); }
+
+  void* data() const noexcept { return ptr_; }
+  std::size_t size() const noexcept { return bytes_; }
+  // GEM handle of the registration covering this range.
+  std::uint32_t handle() const noexcept { return handle_; }
+  explicit operator bool() const noexcept { return index_ != nullptr; }
+  void reset() noexcept;
+
+ private:
+  detail::pool::RegistrationIndex* index_ = nullptr;
+  std::uintptr_t key_ = 0;
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+  std::uint32_t handle_ = 0;
+};
+
+}  // namespace hostrt

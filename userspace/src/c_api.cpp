@@ -1,0 +1,455 @@
+// The C API: thin wrappers over the C++ runtime. Each entry point runs its body inside
+// guarded(), which turns exceptions into status codes and records the thread's last error.
+#include "hostrt/hostrt.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <set>
+#include <string>
+
+#include "hostrt/hostrt.hpp"
+
+struct hrtStream {
+  hostrt::Stream stream;
+};
+struct hrtEvent {
+  hostrt::Event event;
+};
+
+namespace {
+
+using hostrt::Backend;
+
+thread_local hrtError_t t_last = hrtSuccess;
+thread_local std::string t_message;
+thread_local int t_device = 0;
+
+// A C-level failure with a ready status code.
+struct CError {
+  hrtError_t code;
+  std::string message;
+};
+
+hrtError_t fail(hrtError_t code, const char* fn, const std::string& what) noexcept {
+  t_last = code;
+  try {
+    t_message = std::string(fn) + ": " + what;
+  } catch (...) {
+    t_message.clear();
+  }
+  return code;
+}
+
+template <class F>
+hrtError_t guarded(const char* fn, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const CError& e) {
+    return fail(e.code, fn, e.message);
+  } catch (const hostrt::AlreadyRegistered& e) {
+    return fail(hrtErrorHostMemoryAlreadyRegistered, fn, e.what());
+  } catch (const hostrt::InvalidArgument& e) {
+    return fail(hrtErrorInvalidValue, fn, e.what());
+  } catch (const hostrt::OutOfMemory& e) {
+    return fail(hrtErrorMemoryAllocation, fn, e.what());
+  } catch (const hostrt::DeviceLost& e) {
+    return fail(hrtErrorDeviceLost, fn, e.what());
+  } catch (const hostrt::DeviceFault& e) {
+    return fail(hrtErrorLaunchFailure, fn, e.what());
+  } catch (const hostrt::NotSupported& e) {
+    return fail(hrtErrorNotSupported, fn, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(hrtErrorMemoryAllocation, fn, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(hrtErrorUnknown, fn, e.what());
+  } catch (...) {
+    return fail(hrtErrorUnknown, fn, "unknown exception");
+  }
+}
+
+void expect(bool cond, hrtError_t code, const std::string& msg) {
+  if (!cond) throw CError{code, msg};
+}
+
+Backend selected_backend() {
+  const char* b = std::getenv("HOSTRT_BACKEND");
+  return b && std::strcmp(b, "emulated") == 0 ? Backend::Emulated : Backend::Drm;
+}
+
+// Process-wide state. Never destroyed: static destructors must not race threads still
+// using the API, and nothing here needs a destructor to run at exit.
+struct State {
+  struct Dev {
+    std::shared_ptr<hostrt::Device> device;
+    std::unique_ptr<hrtStream> default_stream;
+  };
+  std::mutex m;
+  std::map<std::pair<Backend, int>, Dev> devices;
+  std::map<void*, hostrt::PinnedBuffer> allocations;  // hrtMallocHost / hrtHostAlloc
+  std::map<void*, hostrt::PinnedBuffer> registrations;
+  std::set<hrtStream_t> streams;
+  std::set<hrtEvent_t> events;
+};
+
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+// The current device of this thread, opened on first use; DeviceLost once closed.
+State::Dev& current_locked(State& st) {
+  const Backend b = selected_backend();
+  auto key = std::make_pair(b, t_device);
+  auto it = st.devices.find(key);
+  if (it == st.devices.end()) {
+    const std::size_t n = hostrt::Device::count(b);
+    expect(n > 0, hrtErrorNoDevice, std::string("no ") + hostrt::to_string(b) + " device");
+    expect(static_cast<std::size_t>(t_device) < n, hrtErrorInvalidDevice,
+           "device " + std::to_string(t_device) + " of " + std::to_string(n));
+    State::Dev d;
+    d.device = std::make_shared<hostrt::Device>(hostrt::Device::open(static_cast<std::size_t>(t_device), b));
+    it = st.devices.emplace(key, std::move(d)).first;
+  }
+  expect(it->second.device->is_open(), hrtErrorDeviceLost, "device " + std::to_string(t_device) + " is closed");
+  return it->second;
+}
+
+std::shared_ptr<hostrt::Device> current_device() {
+  auto& st = state();
+  std::lock_guard lk(st.m);
+  return current_locked(st).device;
+}
+
+// The stream behind a handle: a live one, or the current device's default stream.
+hostrt::Stream& stream_of(hrtStream_t s) {
+  auto& st = state();
+  std::lock_guard lk(st.m);
+  if (!s) {
+    auto& d = current_locked(st);
+    if (!d.default_stream) d.default_stream.reset(new hrtStream{d.device->create_stream()});
+    return d.default_stream->stream;
+  }
+  expect(st.streams.count(s) != 0, hrtErrorInvalidResourceHandle, "unknown or destroyed stream");
+  return s->stream;
+}
+
+hrtEvent_t event_of(hrtEvent_t e) {
+  auto& st = state();
+  std::lock_guard lk(st.m);
+  expect(e && st.events.count(e) != 0, hrtErrorInvalidResourceHandle, "unknown or destroyed event");
+  return e;
+}
+
+hostrt::CopyKind kind_of(hrtMemcpyKind k) {
+  expect(k == hrtMemcpyHostToDevice || k == hrtMemcpyDeviceToHost || k == hrtMemcpyHostToHost,
+         hrtErrorInvalidValue, "unknown memcpy kind " + std::to_string(static_cast<int>(k)));
+  return static_cast<hostrt::CopyKind>(k);
+}
+
+hrtError_t alloc_host(void** ptr, size_t size, unsigned flags) {
+  expect(ptr != nullptr, hrtErrorInvalidValue, "ptr is NULL");
+  auto dev = current_device();
+  hostrt::PinnedBuffer b = dev->host_alloc(size, flags);
+  void* p = b.data();
+  auto& st = state();
+  std::lock_guard lk(st.m);
+  st.allocations.emplace(p, std::move(b));
+  *ptr = p;
+  return hrtSuccess;
+}
+
+hrtError_t free_host(void* ptr, bool sync) {
+  if (!ptr) return hrtSuccess;
+  auto& st = state();
+  hostrt::PinnedBuffer b;
+  {
+    std::lock_guard lk(st.m);
+    auto it = st.allocations.find(ptr);
+    expect(it != st.allocations.end(), hrtErrorInvalidValue, "pointer was not returned by hrtMallocHost");
+    b = std::move(it->second);
+    st.allocations.erase(it);
+  }
+  if (sync) hostrt::free_host_sync(std::move(b));
+  return hrtSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+hrtError_t hrtGetDeviceCount(int* count) {
+  return guarded(__func__, [&] {
+    expect(count != nullptr, hrtErrorInvalidValue, "count is NULL");
+    *count = static_cast<int>(hostrt::Device::count(selected_backend()));
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtSetDevice(int device) {
+  return guarded(__func__, [&] {
+    const std::size_t n = hostrt::Device::count(selected_backend());
+    expect(device >= 0 && static_cast<std::size_t>(device) < n, hrtErrorInvalidDevice,
+           "device " + std::to_string(device) + " of " + std::to_string(n));
+    t_device = device;
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtGetDevice(int* device) {
+  return guarded(__func__, [&] {
+    expect(device != nullptr, hrtErrorInvalidValue, "device is NULL");
+    *device = t_device;
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtDeviceSynchronize(void) {
+  return guarded(__func__, [&] {
+    current_device()->synchronize();
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtDeviceReset(void) {
+  return guarded(__func__, [&] {
+    auto& st = state();
+    State::Dev d;
+    {
+      std::lock_guard lk(st.m);
+      auto it = st.devices.find({selected_backend(), t_device});
+      if (it == st.devices.end()) return hrtSuccess;
+      d = std::move(it->second);
+      st.devices.erase(it);
+    }
+    d.device->close();
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtDeviceGetParam(uint64_t* value, uint32_t param) {
+  return guarded(__func__, [&] {
+    expect(value != nullptr, hrtErrorInvalidValue, "value is NULL");
+    *value = current_device()->param(param);
+    return hrtSuccess;
+  });
+}
+
+void* hrtDevicePtr(size_t offset) { return hostrt::DevicePtr(offset).as_void(); }
+
+hrtError_t hrtMallocHost(void** ptr, size_t size) {
+  return guarded(__func__, [&] { return alloc_host(ptr, size, 0); });
+}
+
+hrtError_t hrtHostAlloc(void** ptr, size_t size, unsigned int flags) {
+  return guarded(__func__, [&] { return alloc_host(ptr, size, flags); });
+}
+
+hrtError_t hrtFreeHost(void* ptr) {
+  return guarded(__func__, [&] { return free_host(ptr, false); });
+}
+
+hrtError_t hrtFreeHostSync(void* ptr) {
+  return guarded(__func__, [&] { return free_host(ptr, true); });
+}
+
+hrtError_t hrtHostRegister(void* ptr, size_t size, unsigned int flags) {
+  return guarded(__func__, [&] {
+    auto dev = current_device();
+    hostrt::PinnedBuffer b = dev->host_register(ptr, size, flags);
+    auto& st = state();
+    std::lock_guard lk(st.m);
+    st.registrations.emplace(ptr, std::move(b));
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtHostUnregister(void* ptr) {
+  return guarded(__func__, [&] {
+    auto& st = state();
+    hostrt::PinnedBuffer b;
+    std::lock_guard lk(st.m);
+    auto it = st.registrations.find(ptr);
+    expect(it != st.registrations.end(), hrtErrorHostMemoryNotRegistered,
+           "pointer is not the start of a range registered with hrtHostRegister");
+    b = std::move(it->second);
+    st.registrations.erase(it);
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtPointerGetAttributes(hrtPointerAttributes* attributes, const void* ptr) {
+  return guarded(__func__, [&] {
+    expect(attributes != nullptr, hrtErrorInvalidValue, "attributes is NULL");
+    const auto a = hostrt::pointer_attributes(ptr);
+    attributes->type = static_cast<hrtMemoryType>(a.type);
+    attributes->device = a.device ? static_cast<int>(*a.device) : -1;
+    attributes->handle = a.handle;
+    attributes->base = a.base;
+    attributes->size = a.size;
+    attributes->offset = a.offset;
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtStreamCreate(hrtStream_t* stream) {
+  return guarded(__func__, [&] {
+    expect(stream != nullptr, hrtErrorInvalidValue, "stream is NULL");
+    auto dev = current_device();
+    auto s = std::make_unique<hrtStream>(hrtStream{dev->create_stream()});
+    auto& st = state();
+    std::lock_guard lk(st.m);
+    st.streams.insert(s.get());
+    *stream = s.release();
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtStreamDestroy(hrtStream_t stream) {
+  return guarded(__func__, [&] {
+    auto& st = state();
+    std::unique_ptr<hrtStream> owned;
+    {
+      std::lock_guard lk(st.m);
+      expect(stream && st.streams.erase(stream) == 1, hrtErrorInvalidResourceHandle,
+             "unknown or destroyed stream");
+      owned.reset(stream);
+    }
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtStreamSynchronize(hrtStream_t stream) {
+  return guarded(__func__, [&] {
+    stream_of(stream).synchronize();
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtStreamQuery(hrtStream_t stream) {
+  return guarded(__func__, [&] { return stream_of(stream).query() ? hrtSuccess : hrtErrorNotReady; });
+}
+
+hrtError_t hrtStreamWaitEvent(hrtStream_t stream, hrtEvent_t event, unsigned int flags) {
+  return guarded(__func__, [&] {
+    expect(flags == 0, hrtErrorInvalidValue, "flags must be 0");
+    hostrt::Stream& s = stream_of(stream);
+    s.wait(event_of(event)->event);
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtMemcpyAsync(void* dst, const void* src, size_t count, hrtMemcpyKind kind, hrtStream_t stream) {
+  return guarded(__func__, [&] {
+    const auto k = kind_of(kind);
+    stream_of(stream).memcpy_async(dst, src, count, k);
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtMemcpy(void* dst, const void* src, size_t count, hrtMemcpyKind kind) {
+  return guarded(__func__, [&] {
+    const auto k = kind_of(kind);
+    hostrt::Stream& s = stream_of(nullptr);
+    s.memcpy_async(dst, src, count, k);
+    s.synchronize();
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtEventCreate(hrtEvent_t* event) {
+  return guarded(__func__, [&] {
+    expect(event != nullptr, hrtErrorInvalidValue, "event is NULL");
+    auto e = std::make_unique<hrtEvent>();
+    auto& st = state();
+    std::lock_guard lk(st.m);
+    st.events.insert(e.get());
+    *event = e.release();
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtEventDestroy(hrtEvent_t event) {
+  return guarded(__func__, [&] {
+    auto& st = state();
+    std::unique_ptr<hrtEvent> owned;
+    {
+      std::lock_guard lk(st.m);
+      expect(event && st.events.erase(event) == 1, hrtErrorInvalidResourceHandle, "unknown or destroyed event");
+      owned.reset(event);
+    }
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtEventRecord(hrtEvent_t event, hrtStream_t stream) {
+  return guarded(__func__, [&] {
+    hrtEvent_t e = event_of(event);
+    e->event.record(stream_of(stream));
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtEventQuery(hrtEvent_t event) {
+  return guarded(__func__, [&] { return event_of(event)->event.query() ? hrtSuccess : hrtErrorNotReady; });
+}
+
+hrtError_t hrtEventSynchronize(hrtEvent_t event) {
+  return guarded(__func__, [&] {
+    event_of(event)->event.synchronize();
+    return hrtSuccess;
+  });
+}
+
+const char* hrtGetErrorName(hrtError_t error) {
+  switch (error) {
+    case hrtSuccess: return "hrtSuccess";
+    case hrtErrorInvalidValue: return "hrtErrorInvalidValue";
+    case hrtErrorMemoryAllocation: return "hrtErrorMemoryAllocation";
+    case hrtErrorNoDevice: return "hrtErrorNoDevice";
+    case hrtErrorInvalidDevice: return "hrtErrorInvalidDevice";
+    case hrtErrorDeviceLost: return "hrtErrorDeviceLost";
+    case hrtErrorNotReady: return "hrtErrorNotReady";
+    case hrtErrorHostMemoryAlreadyRegistered: return "hrtErrorHostMemoryAlreadyRegistered";
+    case hrtErrorHostMemoryNotRegistered: return "hrtErrorHostMemoryNotRegistered";
+    case hrtErrorInvalidResourceHandle: return "hrtErrorInvalidResourceHandle";
+    case hrtErrorLaunchFailure: return "hrtErrorLaunchFailure";
+    case hrtErrorNotSupported: return "hrtErrorNotSupported";
+    case hrtErrorUnknown: return "hrtErrorUnknown";
+  }
+  return "unrecognized error code";
+}
+
+const char* hrtGetErrorString(hrtError_t error) {
+  switch (error) {
+    case hrtSuccess: return "no error";
+    case hrtErrorInvalidValue: return "invalid argument";
+    case hrtErrorMemoryAllocation: return "out of memory (allocation or pinning refused)";
+    case hrtErrorNoDevice: return "no device of the selected backend";
+    case hrtErrorInvalidDevice: return "invalid device index";
+    case hrtErrorDeviceLost: return "device closed or lost";
+    case hrtErrorNotReady: return "work not completed yet";
+    case hrtErrorHostMemoryAlreadyRegistered: return "part of the range is already registered or pinned";
+    case hrtErrorHostMemoryNotRegistered: return "pointer not registered";
+    case hrtErrorInvalidResourceHandle: return "invalid stream or event handle";
+    case hrtErrorLaunchFailure: return "work failed on the device";
+    case hrtErrorNotSupported: return "operation not supported";
+    case hrtErrorUnknown: return "unknown error";
+  }
+  return "unrecognized error code";
+}
+
+hrtError_t hrtGetLastError(void) {
+  const hrtError_t e = t_last;
+  t_last = hrtSuccess;
+  return e;
+}
+
+hrtError_t hrtPeekAtLastError(void) { return t_last; }
+
+const char* hrtGetLastErrorMessage(void) { return t_message.c_str(); }
+
+}  // extern "C"

@@ -1,0 +1,76 @@
+// The interface between the runtime and a device implementation: the UAPI's operations, one
+// virtual call each, in the UAPI's own structures. DrmBackend forwards them to the driver;
+// EmulatedBackend implements the same contract in process. Errors are thrown as hostrt
+// exceptions carrying the errno the driver returned (or would return).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "uapi_edu_accel.hpp"
+
+namespace hostrt::detail {
+
+using Completion = drm_edu_accel_completion;
+using CopyOp = drm_edu_accel_copy_op;
+using SyncPoint = drm_edu_accel_sync;
+
+struct BoMapping {
+  std::uint32_t handle = 0;
+  void* ptr = nullptr;       // CPU address: the mapping (BO_CREATE) or the user range
+  std::size_t size = 0;      // usable bytes
+  std::size_t map_len = 0;   // length of the mapping to undo (0 for userptr)
+};
+
+struct QueueInfo {
+  std::uint32_t id = 0;
+  const Completion* slot = nullptr;  // stays readable while the backend lives
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+
+  virtual std::string name() const = 0;
+  virtual std::uint64_t get_param(std::uint32_t param) = 0;
+
+  // Zeroed memory, mapped read-write into the process.
+  virtual BoMapping create_bo(std::size_t bytes) = 0;
+  virtual BoMapping register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) = 0;
+  virtual void release_bo(const BoMapping& bo) noexcept = 0;
+
+  virtual QueueInfo create_queue() = 0;
+  virtual void destroy_queue(std::uint32_t queue) noexcept = 0;
+
+  // Timeline syncobjs: each stream signals its own at point == seqno.
+  virtual std::uint32_t create_timeline() = 0;
+  virtual void destroy_timeline(std::uint32_t handle) noexcept = 0;
+  // Blocks until the point has signalled (no timeout, no spinning).
+  virtual void wait_timeline(std::uint32_t handle, std::uint64_t point) = 0;
+
+  // Returns the job's seqno.
+  virtual std::uint64_t submit(std::uint32_t queue, std::span<const CopyOp> ops,
+                               std::span<const SyncPoint> in_syncs, std::span<const SyncPoint> out_syncs) = 0;
+};
+
+// Reads of the completion page: the producer (driver or engine thread) writes failed/error
+// before completed, with release order, so an acquire load of completed orders the rest.
+inline std::uint64_t load_completed(const Completion* c) noexcept {
+  return __atomic_load_n(&c->completed, __ATOMIC_ACQUIRE);
+}
+inline std::uint64_t load_failed(const Completion* c) noexcept {
+  return __atomic_load_n(&c->failed, __ATOMIC_RELAXED);
+}
+inline std::int32_t load_error(const Completion* c) noexcept {
+  return __atomic_load_n(&c->error, __ATOMIC_RELAXED);
+}
+
+std::size_t drm_device_count();
+std::unique_ptr<DeviceBackend> open_drm(std::size_t index);
+std::size_t emulated_device_count();
+std::unique_ptr<DeviceBackend> open_emulated(std::size_t index);
+
+}  // namespace hostrt::detail

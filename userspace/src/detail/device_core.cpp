@@ -1,0 +1,180 @@
+#include "detail/device_core.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "detail/expects.hpp"
+#include "detail/registry.hpp"
+#include "hostrt/error.hpp"
+
+namespace hostrt::detail {
+
+namespace {
+
+std::atomic<std::uint64_t> g_next_stream_id{1};
+
+// A capability the driver does not report reads as 0 rather than failing the open.
+std::uint64_t param_or_zero(DeviceBackend& b, std::uint32_t p) noexcept {
+  try {
+    return b.get_param(p);
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+DeviceCore::DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index, Backend kind)
+    : backend_(std::move(backend)), index_(index), kind_(kind) {
+  DeviceBackend& b = *backend_;
+  const std::uint64_t v = param_or_zero(b, EDU_ACCEL_PARAM_DRIVER_VERSION);
+  caps_.version_major = static_cast<std::uint32_t>(v >> 16);
+  caps_.version_minor = static_cast<std::uint32_t>(v & 0xffff);
+  caps_.dma_mask_bits = static_cast<unsigned>(param_or_zero(b, EDU_ACCEL_PARAM_DMA_MASK_BITS));
+  caps_.device_buffer_size = param_or_zero(b, EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE);
+  caps_.max_transfer = param_or_zero(b, EDU_ACCEL_PARAM_MAX_TRANSFER);
+  caps_.iommu = param_or_zero(b, EDU_ACCEL_PARAM_IOMMU) != 0;
+  caps_.max_bo_size = param_or_zero(b, EDU_ACCEL_PARAM_MAX_BO_SIZE);
+  caps_.max_segment_size = param_or_zero(b, EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE);
+  caps_.max_queues = static_cast<unsigned>(param_or_zero(b, EDU_ACCEL_PARAM_MAX_QUEUES));
+  caps_.max_ops = static_cast<unsigned>(param_or_zero(b, EDU_ACCEL_PARAM_MAX_OPS));
+  // Never trust a missing limit to mean "unlimited": edu's buffer is 4096 bytes and a
+  // transfer reaching its end kills QEMU 7.2.
+  if (caps_.device_buffer_size == 0) caps_.device_buffer_size = 4096;
+  if (caps_.max_transfer == 0 || caps_.max_transfer >= caps_.device_buffer_size)
+    caps_.max_transfer = caps_.device_buffer_size - 1;
+}
+
+DeviceCore::~DeviceCore() { bounce_.clear(*backend_); }
+
+DeviceBackend& DeviceCore::backend(const char* what) const {
+  if (closed()) throw DeviceLost(ENODEV, std::string(what) + ": device " + std::to_string(index_) + " is closed");
+  return *backend_;
+}
+
+void DeviceCore::add_stream(const std::shared_ptr<StreamCore>& s) {
+  std::lock_guard lk(streams_m_);
+  std::erase_if(streams_, [](const std::weak_ptr<StreamCore>& w) { return w.expired(); });
+  streams_.push_back(s);
+}
+
+std::vector<std::shared_ptr<StreamCore>> DeviceCore::streams() {
+  std::lock_guard lk(streams_m_);
+  std::vector<std::shared_ptr<StreamCore>> live;
+  for (auto& w : streams_)
+    if (auto s = w.lock()) live.push_back(std::move(s));
+  return live;
+}
+
+// ---- Allocation ----
+
+Allocation::~Allocation() {
+  if (registered_) registry().erase(reinterpret_cast<std::uintptr_t>(bo_.ptr));
+  if (bo_.handle) dev_->backend_unchecked().release_bo(bo_);
+}
+
+std::shared_ptr<Allocation> Allocation::create(const std::shared_ptr<DeviceCore>& dev, std::size_t bytes) {
+  EXPECTS(bytes > 0, "host_alloc of 0 bytes");
+  EXPECTS(bytes <= SIZE_MAX - 63, "host_alloc of " + std::to_string(bytes) + " bytes overflows");
+  const std::size_t rounded = (bytes + 63) & ~std::size_t{63};
+  if (dev->caps().max_bo_size && rounded > dev->caps().max_bo_size)
+    throw OutOfMemory(ENOMEM, "host_alloc of " + std::to_string(bytes) + " bytes: the device's limit is " +
+                                  std::to_string(dev->caps().max_bo_size) + where(__FILE__, __LINE__));
+  auto a = std::make_shared<Allocation>(dev, MemoryType::Pinned);
+  a->bo_ = dev->backend("host_alloc").create_bo(rounded);
+  a->size_ = rounded;
+  const auto begin = reinterpret_cast<std::uintptr_t>(a->bo_.ptr);
+  registry().insert({begin, begin + rounded, MemoryType::Pinned, dev.get(), dev->index(), dev->kind(),
+                     a->bo_.handle, false});
+  a->registered_ = true;
+  return a;
+}
+
+std::shared_ptr<Allocation> Allocation::register_range(const std::shared_ptr<DeviceCore>& dev, void* ptr,
+                                                       std::size_t bytes, unsigned flags) {
+  EXPECTS(ptr != nullptr, "host_register of a null pointer");
+  EXPECTS(bytes > 0, "host_register of 0 bytes");
+  EXPECTS((flags & ~kHostRegisterReadOnly) == 0, "host_register: unknown flags " + std::to_string(flags));
+  const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
+  EXPECTS(begin + bytes > begin, "host_register: range wraps around");
+  EXPECTS(!DevicePtr::from(ptr), "host_register of a device address");
+  DeviceBackend& be = dev->backend("host_register");
+  const bool ro = flags & kHostRegisterReadOnly;
+  // Reserve the range first so two threads cannot both pin overlapping memory.
+  registry().insert({begin, begin + bytes, MemoryType::Registered, dev.get(), dev->index(), dev->kind(), 0, ro});
+  auto a = std::make_shared<Allocation>(dev, MemoryType::Registered);
+  a->bo_.ptr = ptr;
+  a->registered_ = true;
+  a->bo_ = be.register_user(ptr, bytes, ro ? EDU_ACCEL_BO_USERPTR_READONLY : 0u);
+  a->size_ = bytes;
+  registry().set_handle(begin, a->bo_.handle);
+  return a;
+}
+
+// ---- StreamCore ----
+
+StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev) : dev_(std::move(dev)), id_(g_next_stream_id++) {
+  DeviceBackend& be = dev_->backend("create_stream");
+  queue_ = be.create_queue();
+  try {
+    timeline_ = be.create_timeline();
+  } catch (...) {
+    be.destroy_queue(queue_.id);
+    throw;
+  }
+  slot_ = queue_.slot;
+}
+
+StreamCore::~StreamCore() {
+  DeviceBackend& be = dev_->backend_unchecked();
+  be.destroy_queue(queue_.id);
+  be.destroy_timeline(timeline_);
+}
+
+void StreamCore::add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point) {
+  std::lock_guard lk(m_);
+  pending_waits_.emplace_back(std::move(other), point);
+}
+
+std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
+  DeviceBackend& be = dev_->backend("submit");
+  std::lock_guard lk(m_);
+  std::vector<SyncPoint> in;
+  for (auto& [s, point] : pending_waits_)
+    if (!s->reached(point)) in.push_back({s->timeline_, 0, point});
+  const std::uint64_t expect = last_.load(std::memory_order_relaxed) + 1;
+  // The stream's timeline point is the job's seqno, so waits need no translation.
+  const SyncPoint out{timeline_, 0, expect};
+  const std::uint64_t seqno = be.submit(queue_.id, ops, in, {&out, 1});
+  pending_waits_.clear();
+  last_.store(seqno, std::memory_order_release);
+  if (seqno != expect)
+    throw Error(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " + std::to_string(expect) +
+                            ": the driver breaks the 1, 2, 3... contract" + where(__FILE__, __LINE__));
+  return seqno;
+}
+
+void StreamCore::wait(std::uint64_t point) {
+  const std::uint64_t last = last_submitted();
+  EXPECTS(point <= last,
+          "wait for point " + std::to_string(point) + " not submitted yet (last " + std::to_string(last) + ")");
+  if (!reached(point)) dev_->backend("wait").wait_timeline(timeline_, point);
+  check_failure(point);
+}
+
+void StreamCore::check_failure(std::uint64_t point) {
+  if (!reached(point)) return;
+  const std::uint64_t failed = load_failed(slot_);
+  if (failed == 0 || failed > point) return;
+  const int err = -load_error(slot_);
+  std::lock_guard lk(m_);
+  if (failed <= reported_failed_) return;
+  reported_failed_ = failed;
+  const int e = err > 0 ? err : EIO;
+  throw DeviceFault(e,
+                    "job " + std::to_string(failed) + " of stream " + std::to_string(id_) + " on device " +
+                        std::to_string(dev_->index()) + " failed on the device: " + std::strerror(e),
+                    failed);
+}
+
+}  // namespace hostrt::detail

@@ -1,0 +1,114 @@
+// The shared internals behind the public handles. Device, PinnedBuffer, Stream and Event
+// hold shared_ptrs to these, so whichever handle goes last releases the kernel objects.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "detail/backend.hpp"
+#include "detail/bounce_pool.hpp"
+#include "hostrt/types.hpp"
+
+namespace hostrt::detail {
+
+class StreamCore;
+
+class DeviceCore {
+ public:
+  DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index, Backend kind);
+  ~DeviceCore();
+
+  // The backend, or DeviceLost naming `what` once the device is closed.
+  DeviceBackend& backend(const char* what) const;
+  // For releases, which must work after close.
+  DeviceBackend& backend_unchecked() const noexcept { return *backend_; }
+
+  std::size_t index() const noexcept { return index_; }
+  Backend kind() const noexcept { return kind_; }
+  const Capabilities& caps() const noexcept { return caps_; }
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+  void close() noexcept { closed_.store(true, std::memory_order_release); }
+
+  void add_stream(const std::shared_ptr<StreamCore>& s);
+  // Live streams, for device-wide synchronisation.
+  std::vector<std::shared_ptr<StreamCore>> streams();
+  BouncePool& bounce() noexcept { return bounce_; }
+
+ private:
+  std::unique_ptr<DeviceBackend> backend_;
+  std::size_t index_;
+  Backend kind_;
+  Capabilities caps_;
+  std::atomic<bool> closed_{false};
+  std::mutex streams_m_;
+  std::vector<std::weak_ptr<StreamCore>> streams_;
+  BouncePool bounce_;
+};
+
+// One BO known to the registry; releases both on destruction.
+class Allocation {
+ public:
+  Allocation(std::shared_ptr<DeviceCore> dev, MemoryType type) : dev_(std::move(dev)), type_(type) {}
+  Allocation(const Allocation&) = delete;
+  Allocation& operator=(const Allocation&) = delete;
+  ~Allocation();
+
+  // host_alloc / host_register: the whole construction, registry entry included.
+  static std::shared_ptr<Allocation> create(const std::shared_ptr<DeviceCore>& dev, std::size_t bytes);
+  static std::shared_ptr<Allocation> register_range(const std::shared_ptr<DeviceCore>& dev, void* ptr,
+                                                    std::size_t bytes, unsigned flags);
+
+  void* data() const noexcept { return bo_.ptr; }
+  std::size_t size() const noexcept { return size_; }
+  std::uint32_t handle() const noexcept { return bo_.handle; }
+  MemoryType type() const noexcept { return type_; }
+  const std::shared_ptr<DeviceCore>& device() const noexcept { return dev_; }
+
+ private:
+  std::shared_ptr<DeviceCore> dev_;
+  MemoryType type_;
+  BoMapping bo_;
+  std::size_t size_ = 0;
+  bool registered_ = false;  // holds a registry entry at bo_.ptr
+};
+
+class StreamCore {
+ public:
+  explicit StreamCore(std::shared_ptr<DeviceCore> dev);
+  ~StreamCore();  // destroys the queue and its timeline
+
+  std::uint64_t id() const noexcept { return id_; }
+  const std::shared_ptr<DeviceCore>& device() const noexcept { return dev_; }
+  std::uint64_t last_submitted() const noexcept { return last_.load(std::memory_order_acquire); }
+  bool reached(std::uint64_t point) const noexcept { return point == 0 || load_completed(slot_) >= point; }
+
+  // Queues one job with the dependencies added by add_wait; returns its seqno.
+  std::uint64_t submit(std::span<const CopyOp> ops);
+  void add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point);
+  std::uint32_t queue_id() const noexcept { return queue_.id; }
+  std::uint32_t timeline() const noexcept { return timeline_; }
+  // Blocks until `point` ended, then reports a failure up to it.
+  void wait(std::uint64_t point);
+  // Throws DeviceFault when a job up to `point` (already reached) failed and was not reported.
+  void check_failure(std::uint64_t point);
+
+ private:
+  std::shared_ptr<DeviceCore> dev_;
+  std::uint64_t id_;
+  QueueInfo queue_;
+  std::uint32_t timeline_ = 0;
+  const Completion* slot_ = nullptr;
+  std::atomic<std::uint64_t> last_{0};
+  std::mutex m_;  // submissions, pending waits, failure reporting
+  // Waits for the next submit; holding the streams keeps their timelines alive until then.
+  std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> pending_waits_;
+  std::uint64_t reported_failed_ = 0;
+};
+
+}  // namespace hostrt::detail

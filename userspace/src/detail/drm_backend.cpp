@@ -1,0 +1,196 @@
+#include "detail/drm_backend.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xf86drm.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <cstdint>
+#include <vector>
+
+#include "hostrt/error.hpp"
+
+namespace hostrt::detail {
+
+namespace {
+
+std::size_t page_size() noexcept { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
+
+std::uint64_t to_u64(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
+
+// The name and version of the driver behind fd, or "" when it is not a DRM device.
+std::string driver_of(int fd, std::string* version = nullptr) {
+  drmVersionPtr v = drmGetVersion(fd);
+  if (!v) return {};
+  std::string name(v->name, v->name_len);
+  if (version)
+    *version = std::to_string(v->version_major) + "." + std::to_string(v->version_minor) + "." +
+               std::to_string(v->version_patchlevel);
+  drmFreeVersion(v);
+  return name;
+}
+
+}  // namespace
+
+std::vector<std::string> edu_accel_render_nodes() {
+  std::vector<std::string> nodes;
+  const int n = drmGetDevices2(0, nullptr, 0);
+  if (n <= 0) return nodes;
+  std::vector<drmDevicePtr> devs(static_cast<std::size_t>(n));
+  const int got = drmGetDevices2(0, devs.data(), n);
+  for (int i = 0; i < got; ++i) {
+    if (!(devs[i]->available_nodes & (1 << DRM_NODE_RENDER))) continue;
+    const std::string node = devs[i]->nodes[DRM_NODE_RENDER];
+    const int fd = ::open(node.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (driver_of(fd) == "edu_accel") nodes.push_back(node);
+    ::close(fd);
+  }
+  if (got > 0) drmFreeDevices(devs.data(), got);
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+std::size_t drm_device_count() { return edu_accel_render_nodes().size(); }
+
+std::unique_ptr<DeviceBackend> open_drm(std::size_t index) {
+  const auto nodes = edu_accel_render_nodes();
+  if (index >= nodes.size())
+    throw DeviceLost(ENODEV, "no edu_accel device " + std::to_string(index) + " (" + std::to_string(nodes.size()) +
+                                 " bound)");
+  const int fd = ::open(nodes[index].c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw DeviceLost(err, "open " + nodes[index] + ": " + std::strerror(err));
+  }
+  std::string version;
+  if (driver_of(fd, &version) != "edu_accel") {
+    ::close(fd);
+    throw DeviceLost(ENODEV, nodes[index] + " is no longer an edu_accel device");
+  }
+  return std::make_unique<DrmBackend>(fd, nodes[index], version);
+}
+
+DrmBackend::DrmBackend(int fd, std::string node, std::string version)
+    : fd_(fd), node_(std::move(node)), version_(std::move(version)) {}
+
+DrmBackend::~DrmBackend() {
+  if (page_) munmap(const_cast<unsigned char*>(page_), page_len_);
+  ::close(fd_);
+}
+
+std::string DrmBackend::name() const { return "edu_accel " + version_ + " " + node_; }
+
+std::uint64_t DrmBackend::get_param(std::uint32_t param) {
+  drm_edu_accel_get_param a{};
+  a.param = param;
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_GET_PARAM, &a)) throw_errno(errno, "GET_PARAM " + std::to_string(param));
+  return a.value;
+}
+
+BoMapping DrmBackend::create_bo(std::size_t bytes) {
+  drm_edu_accel_bo_create a{};
+  a.size = bytes;
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_CREATE, &a))
+    throw_errno(errno, "BO_CREATE of " + std::to_string(bytes) + " bytes");
+  const std::size_t len = (bytes + page_size() - 1) / page_size() * page_size();
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(a.mmap_offset));
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    drm_gem_close c{};
+    c.handle = a.handle;
+    drmIoctl(fd_, DRM_IOCTL_GEM_CLOSE, &c);
+    throw_errno(err, "mmap of BO " + std::to_string(a.handle));
+  }
+  return {a.handle, p, len, len};
+}
+
+BoMapping DrmBackend::register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) {
+  drm_edu_accel_bo_userptr a{};
+  a.user_ptr = to_u64(ptr);
+  a.size = bytes;
+  a.flags = uapi_flags;
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_USERPTR, &a))
+    throw_errno(errno, "BO_USERPTR of " + std::to_string(bytes) + " bytes");
+  return {a.handle, ptr, bytes, 0};
+}
+
+void DrmBackend::release_bo(const BoMapping& bo) noexcept {
+  if (bo.map_len) munmap(bo.ptr, bo.map_len);
+  drm_gem_close c{};
+  c.handle = bo.handle;
+  drmIoctl(fd_, DRM_IOCTL_GEM_CLOSE, &c);  // jobs still naming the BO hold their own references
+}
+
+const unsigned char* DrmBackend::completion_page(std::uint32_t handle, std::size_t& len) {
+  std::lock_guard lk(page_m_);
+  if (!page_) {
+    drm_edu_accel_bo_info info{};
+    info.handle = handle;
+    if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_INFO, &info)) throw_errno(errno, "BO_INFO of the completion page");
+    void* p = mmap(nullptr, info.size, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(info.mmap_offset));
+    if (p == MAP_FAILED) throw_errno(errno, "mmap of the completion page");
+    page_ = static_cast<const unsigned char*>(p);
+    page_len_ = info.size;
+  }
+  len = page_len_;
+  return page_;
+}
+
+QueueInfo DrmBackend::create_queue() {
+  drm_edu_accel_queue_create a{};
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, &a)) throw_errno(errno, "QUEUE_CREATE");
+  try {
+    std::size_t len = 0;
+    const unsigned char* page = completion_page(a.completion_handle, len);
+    if (a.completion_offset + sizeof(Completion) > len)
+      throw Error(EPROTO, "QUEUE_CREATE: completion offset " + std::to_string(a.completion_offset) +
+                              " outside the page");
+    return {a.queue, reinterpret_cast<const Completion*>(page + a.completion_offset)};
+  } catch (...) {
+    destroy_queue(a.queue);
+    throw;
+  }
+}
+
+void DrmBackend::destroy_queue(std::uint32_t queue) noexcept {
+  drm_edu_accel_queue_destroy a{};
+  a.queue = queue;
+  drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_QUEUE_DESTROY, &a);
+}
+
+std::uint32_t DrmBackend::create_timeline() {
+  std::uint32_t h = 0;
+  if (drmSyncobjCreate(fd_, 0, &h)) throw_errno(errno, "SYNCOBJ_CREATE");
+  return h;
+}
+
+void DrmBackend::destroy_timeline(std::uint32_t handle) noexcept { drmSyncobjDestroy(fd_, handle); }
+
+void DrmBackend::wait_timeline(std::uint32_t handle, std::uint64_t point) {
+  // WAIT_FOR_SUBMIT: the point's fence may be attached by a submit that is still returning.
+  const int r = drmSyncobjTimelineWait(fd_, &handle, &point, 1, INT64_MAX,
+                                       DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT,
+                                       nullptr);
+  if (r) throw_errno(r < 0 && r != -1 ? -r : errno, "SYNCOBJ_TIMELINE_WAIT point " + std::to_string(point));
+}
+
+std::uint64_t DrmBackend::submit(std::uint32_t queue, std::span<const CopyOp> ops, std::span<const SyncPoint> in_syncs,
+                                 std::span<const SyncPoint> out_syncs) {
+  drm_edu_accel_submit a{};
+  a.queue = queue;
+  a.ops = to_u64(ops.data());
+  a.op_count = static_cast<std::uint32_t>(ops.size());
+  a.in_syncs = to_u64(in_syncs.data());
+  a.in_sync_count = static_cast<std::uint32_t>(in_syncs.size());
+  a.out_syncs = to_u64(out_syncs.data());
+  a.out_sync_count = static_cast<std::uint32_t>(out_syncs.size());
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_SUBMIT, &a)) throw_errno(errno, "SUBMIT on queue " + std::to_string(queue));
+  return a.seqno;
+}
+
+}  // namespace hostrt::detail

@@ -1,0 +1,48 @@
+// The real device: an edu_accel render node driven through libdrm, exactly per
+// include/uapi/drm/edu_accel.h.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "detail/backend.hpp"
+
+namespace hostrt::detail {
+
+class DrmBackend final : public DeviceBackend {
+ public:
+  DrmBackend(int fd, std::string node, std::string version);
+  ~DrmBackend() override;  // unmaps the completion page and closes the file
+
+  std::string name() const override;
+  std::uint64_t get_param(std::uint32_t param) override;
+  BoMapping create_bo(std::size_t bytes) override;
+  BoMapping register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) override;
+  void release_bo(const BoMapping& bo) noexcept override;
+  QueueInfo create_queue() override;
+  void destroy_queue(std::uint32_t queue) noexcept override;
+  std::uint32_t create_timeline() override;
+  void destroy_timeline(std::uint32_t handle) noexcept override;
+  void wait_timeline(std::uint32_t handle, std::uint64_t point) override;
+  std::uint64_t submit(std::uint32_t queue, std::span<const CopyOp> ops, std::span<const SyncPoint> in_syncs,
+                       std::span<const SyncPoint> out_syncs) override;
+
+  int fd() const noexcept { return fd_; }
+
+ private:
+  // Maps the file's completion page on first use (every queue shares it).
+  const unsigned char* completion_page(std::uint32_t handle, std::size_t& len);
+
+  int fd_;
+  std::string node_;
+  std::string version_;
+  std::mutex page_m_;
+  const unsigned char* page_ = nullptr;
+  std::size_t page_len_ = 0;
+};
+
+// Render nodes bound to edu_accel, sorted by path.
+std::vector<std::string> edu_accel_render_nodes();
+
+}  // namespace hostrt::detail

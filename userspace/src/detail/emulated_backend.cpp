@@ -1,0 +1,396 @@
+#include "detail/emulated_backend.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "detail/device_core.hpp"
+#include "hostrt/device.hpp"
+#include "hostrt/error.hpp"
+
+namespace hostrt::detail {
+
+namespace {
+
+std::size_t page_size() noexcept { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
+
+std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
+
+// A range [off, off+size) inside limit, without overflow.
+bool in_range(std::uint64_t off, std::uint64_t size, std::uint64_t limit) noexcept {
+  return off <= limit && size <= limit - off;
+}
+
+}  // namespace
+
+struct EmulatedBackend::Bo {
+  std::uint32_t handle = 0;
+  unsigned char* ptr = nullptr;
+  std::size_t size = 0;
+  std::size_t map_len = 0;  // owned mapping (BO_CREATE); 0 for userptr
+  bool readonly = false;
+  unsigned inflight = 0;  // jobs naming this BO that have not ended (under m_)
+
+  ~Bo() {
+    if (map_len) munmap(ptr, map_len);  // munmap also drops the mlock
+  }
+};
+
+EmulatedBackend::EmulatedBackend(std::size_t index) : index_(index), slot_used_(kMaxQueues, false) {
+  void* page = nullptr;
+  if (posix_memalign(&page, 4096, 4096) != 0) throw std::bad_alloc();
+  std::memset(page, 0, 4096);
+  page_ = static_cast<Completion*>(page);
+  static_assert(sizeof(Completion) * kMaxQueues <= 4096);
+  engine_ = std::thread([this] { engine_loop(); });
+}
+
+EmulatedBackend::~EmulatedBackend() {
+  {
+    std::unique_lock lk(m_);
+    for (auto& [id, q] : queues_) q.held = false;
+    work_cv_.notify_all();
+    done_cv_.wait(lk, [&] {
+      return std::all_of(queues_.begin(), queues_.end(), [](const auto& kv) { return kv.second.jobs.empty(); });
+    });
+    stop_ = true;
+    work_cv_.notify_all();
+  }
+  engine_.join();
+  bos_.clear();
+  std::free(page_);
+}
+
+std::string EmulatedBackend::name() const { return "emulated edu #" + std::to_string(index_); }
+
+std::uint64_t EmulatedBackend::get_param(std::uint32_t param) {
+  switch (param) {
+    case EDU_ACCEL_PARAM_DRIVER_VERSION:
+      return (1u << 16) | 0u;
+    case EDU_ACCEL_PARAM_DMA_MASK_BITS:
+      return 28;
+    case EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE:
+      return kDeviceBufferSize;
+    case EDU_ACCEL_PARAM_MAX_TRANSFER:
+      return kMaxTransfer;
+    case EDU_ACCEL_PARAM_IOMMU:
+      return 0;
+    case EDU_ACCEL_PARAM_MAX_BO_SIZE:
+      return kMaxBoSize;
+    case EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE:
+      return 65536;
+    case EDU_ACCEL_PARAM_MAX_QUEUES:
+      return kMaxQueues;
+    case EDU_ACCEL_PARAM_MAX_OPS:
+      return kMaxOps;
+    case EDU_ACCEL_PARAM_PINNED_BYTES: {
+      std::lock_guard lk(m_);
+      return pinned_bytes_;
+    }
+    default:
+      throw_errno(EINVAL, "GET_PARAM " + std::to_string(param));
+  }
+}
+
+BoMapping EmulatedBackend::create_bo(std::size_t bytes) {
+  if (bytes == 0 || bytes > kMaxBoSize) throw_errno(EINVAL, "BO_CREATE of " + std::to_string(bytes) + " bytes");
+  auto bo = std::make_shared<Bo>();
+  bo->size = round_up(bytes, page_size());
+  void* p = mmap(nullptr, bo->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw_errno(ENOMEM, "BO_CREATE: mmap of " + std::to_string(bo->size) + " bytes");
+  bo->ptr = static_cast<unsigned char*>(p);
+  bo->map_len = bo->size;
+  if (mlock(p, bo->size) != 0) throw_errno(ENOMEM, "BO_CREATE: mlock of " + std::to_string(bo->size) + " bytes");
+  std::lock_guard lk(m_);
+  bo->handle = next_handle_++;
+  bos_[bo->handle] = bo;
+  pinned_bytes_ += bo->size;
+  return {bo->handle, bo->ptr, bo->size, 0};  // the mapping belongs to the Bo, not the caller
+}
+
+void EmulatedBackend::lock_pages(std::uintptr_t first, std::uintptr_t last) {
+  const std::size_t ps = page_size();
+  if (mlock(reinterpret_cast<void*>(first), last - first + ps) != 0)
+    throw_errno(errno == EPERM ? EPERM : ENOMEM, "BO_USERPTR: mlock");
+  for (std::uintptr_t pg = first; pg <= last; pg += ps) ++locked_pages_[pg];
+}
+
+void EmulatedBackend::unlock_pages(std::uintptr_t first, std::uintptr_t last) noexcept {
+  const std::size_t ps = page_size();
+  // mlock does not count: a page shared with another registration must stay locked.
+  for (std::uintptr_t pg = first; pg <= last; pg += ps) {
+    auto it = locked_pages_.find(pg);
+    if (it == locked_pages_.end()) continue;
+    if (--it->second == 0) {
+      locked_pages_.erase(it);
+      munlock(reinterpret_cast<void*>(pg), ps);
+    }
+  }
+}
+
+BoMapping EmulatedBackend::register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) {
+  if (!ptr || bytes == 0 || bytes > kMaxBoSize || (uapi_flags & ~EDU_ACCEL_BO_USERPTR_FLAGS))
+    throw_errno(EINVAL, "BO_USERPTR");
+  const std::size_t ps = page_size();
+  const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
+  if (begin + bytes < begin) throw_errno(EINVAL, "BO_USERPTR: range wraps");
+  const std::uintptr_t first = begin / ps * ps, last = (begin + bytes - 1) / ps * ps;
+  // The driver's pin fails with -EFAULT on unmapped pages; mincore tells us the same.
+  for (std::uintptr_t pg = first; pg <= last; pg += ps) {
+    unsigned char v;
+    if (mincore(reinterpret_cast<void*>(pg), ps, &v) != 0) throw_errno(EFAULT, "BO_USERPTR: range not mapped");
+  }
+  auto bo = std::make_shared<Bo>();
+  bo->ptr = static_cast<unsigned char*>(ptr);
+  bo->size = bytes;
+  bo->readonly = uapi_flags & EDU_ACCEL_BO_USERPTR_READONLY;
+  std::lock_guard lk(m_);
+  lock_pages(first, last);
+  bo->handle = next_handle_++;
+  bos_[bo->handle] = bo;
+  pinned_bytes_ += last - first + ps;
+  return {bo->handle, ptr, bytes, 0};
+}
+
+void EmulatedBackend::release_bo(const BoMapping& m) noexcept {
+  std::unique_lock lk(m_);
+  auto it = bos_.find(m.handle);
+  if (it == bos_.end()) return;
+  auto bo = it->second;
+  bos_.erase(it);
+  if (bo->map_len) {
+    pinned_bytes_ -= bo->size;
+    return;  // jobs keep the mapping alive through their references
+  }
+  done_cv_.wait(lk, [&] { return bo->inflight == 0; });
+  const std::size_t ps = page_size();
+  const auto begin = reinterpret_cast<std::uintptr_t>(bo->ptr);
+  const std::uintptr_t first = begin / ps * ps, last = (begin + bo->size - 1) / ps * ps;
+  unlock_pages(first, last);
+  pinned_bytes_ -= last - first + ps;
+}
+
+QueueInfo EmulatedBackend::create_queue() {
+  std::lock_guard lk(m_);
+  auto free_slot = std::find(slot_used_.begin(), slot_used_.end(), false);
+  if (free_slot == slot_used_.end()) throw_errno(EBUSY, "QUEUE_CREATE: all queues in use");
+  *free_slot = true;
+  const std::size_t slot = static_cast<std::size_t>(free_slot - slot_used_.begin());
+  // A reused slot starts from zero, as the driver's does for a new queue.
+  __atomic_store_n(&page_[slot].failed, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&page_[slot].error, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&page_[slot].completed, 0, __ATOMIC_RELEASE);
+  const std::uint32_t id = next_queue_++;
+  queues_[id].slot = slot;
+  return {id, &page_[slot]};
+}
+
+void EmulatedBackend::destroy_queue(std::uint32_t queue) noexcept {
+  std::lock_guard lk(m_);
+  auto it = queues_.find(queue);
+  if (it == queues_.end()) return;
+  it->second.destroyed = true;
+  it->second.held = false;  // jobs already submitted still run
+  if (it->second.jobs.empty()) {
+    slot_used_[it->second.slot] = false;
+    queues_.erase(it);
+  }
+  work_cv_.notify_all();
+}
+
+std::uint32_t EmulatedBackend::create_timeline() {
+  std::lock_guard lk(m_);
+  const std::uint32_t h = next_handle_++;
+  timelines_[h] = std::make_shared<Timeline>();
+  return h;
+}
+
+void EmulatedBackend::destroy_timeline(std::uint32_t handle) noexcept {
+  std::lock_guard lk(m_);
+  timelines_.erase(handle);
+}
+
+void EmulatedBackend::wait_timeline(std::uint32_t handle, std::uint64_t point) {
+  std::unique_lock lk(m_);
+  auto it = timelines_.find(handle);
+  if (it == timelines_.end()) throw_errno(ENOENT, "SYNCOBJ_TIMELINE_WAIT: no syncobj " + std::to_string(handle));
+  auto tl = it->second;
+  done_cv_.wait(lk, [&] { return tl->value >= point; });
+}
+
+std::shared_ptr<EmulatedBackend::Bo> EmulatedBackend::bo_locked(std::uint32_t handle, const char* role) const {
+  auto it = bos_.find(handle);
+  if (it == bos_.end()) throw_errno(ENOENT, std::string("SUBMIT: no BO for ") + role + " handle " + std::to_string(handle));
+  return it->second;
+}
+
+std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyOp> ops,
+                                      std::span<const SyncPoint> in_syncs, std::span<const SyncPoint> out_syncs) {
+  std::lock_guard lk(m_);
+  auto qit = queues_.find(queue);
+  if (qit == queues_.end() || qit->second.destroyed) throw_errno(EINVAL, "SUBMIT: no queue " + std::to_string(queue));
+  if (ops.empty() || ops.size() > kMaxOps) throw_errno(EINVAL, "SUBMIT: op_count " + std::to_string(ops.size()));
+  // Everything is validated before anything is queued, as the driver does.
+  Job job;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const CopyOp& op = ops[i];
+    const std::string at = "SUBMIT op " + std::to_string(i);
+    if (op.flags || op.size == 0) throw_errno(EINVAL, at + ": flags or size 0");
+    std::shared_ptr<Bo> src, dst;
+    switch (op.type) {
+      case EDU_ACCEL_OP_H2D:
+        if (op.dst_handle) throw_errno(EINVAL, at + ": H2D with a destination BO");
+        if (!in_range(op.dst_offset, op.size, kMaxTransfer)) throw_errno(EINVAL, at + ": device range past max transfer");
+        src = bo_locked(op.src_handle, "source");
+        break;
+      case EDU_ACCEL_OP_D2H:
+        if (op.src_handle) throw_errno(EINVAL, at + ": D2H with a source BO");
+        if (!in_range(op.src_offset, op.size, kMaxTransfer)) throw_errno(EINVAL, at + ": device range past max transfer");
+        dst = bo_locked(op.dst_handle, "destination");
+        break;
+      case EDU_ACCEL_OP_H2H:
+        src = bo_locked(op.src_handle, "source");
+        dst = bo_locked(op.dst_handle, "destination");
+        break;
+      default:
+        throw_errno(EINVAL, at + ": type " + std::to_string(op.type));
+    }
+    if (src && !in_range(op.src_offset, op.size, src->size)) throw_errno(EINVAL, at + ": source range past its BO");
+    if (dst && !in_range(op.dst_offset, op.size, dst->size)) throw_errno(EINVAL, at + ": destination range past its BO");
+    if (dst && dst->readonly) throw_errno(EACCES, at + ": destination BO is read-only");
+    job.ops.push_back(op);
+    job.src.push_back(std::move(src));
+    job.dst.push_back(std::move(dst));
+  }
+  auto timeline = [&](const SyncPoint& s) {
+    auto it = timelines_.find(s.handle);
+    if (s.pad || it == timelines_.end()) throw_errno(EINVAL, "SUBMIT: syncobj " + std::to_string(s.handle));
+    return std::make_pair(it->second, s.point);
+  };
+  for (const auto& s : in_syncs) job.in.push_back(timeline(s));
+  for (const auto& s : out_syncs) job.out.push_back(timeline(s));
+  for (auto& b : job.src)
+    if (b) ++b->inflight;
+  for (auto& b : job.dst)
+    if (b) ++b->inflight;
+  Queue& q = qit->second;
+  job.seqno = ++q.last_seqno;
+  job.ticket = next_ticket_++;
+  const std::uint64_t seqno = job.seqno;
+  q.jobs.push_back(std::move(job));
+  work_cv_.notify_all();
+  return seqno;
+}
+
+void EmulatedBackend::hold_queue(std::uint32_t queue, bool held) {
+  std::lock_guard lk(m_);
+  auto it = queues_.find(queue);
+  if (it == queues_.end()) throw_errno(EINVAL, "hold_queue: no queue " + std::to_string(queue));
+  it->second.held = held;
+  work_cv_.notify_all();
+}
+
+void EmulatedBackend::fail_next_job(int negative_errno) {
+  std::lock_guard lk(m_);
+  fail_next_ = negative_errno;
+}
+
+EmulatedBackend::Queue* EmulatedBackend::runnable_locked() {
+  Queue* best = nullptr;
+  for (auto& [id, q] : queues_) {
+    if (q.held || q.jobs.empty()) continue;
+    const Job& j = q.jobs.front();
+    const bool ready = std::all_of(j.in.begin(), j.in.end(), [](const auto& s) { return s.first->value >= s.second; });
+    if (ready && (!best || j.ticket < best->jobs.front().ticket)) best = &q;
+  }
+  return best;
+}
+
+void EmulatedBackend::run(Job& job, Completion* slot) {
+  int err = 0;
+  {
+    std::lock_guard lk(m_);
+    std::swap(err, fail_next_);
+  }
+  if (!err) {
+    for (std::size_t i = 0; i < job.ops.size(); ++i) {
+      const CopyOp& op = job.ops[i];
+      switch (op.type) {
+        case EDU_ACCEL_OP_H2D:
+          std::memcpy(device_buffer_ + op.dst_offset, job.src[i]->ptr + op.src_offset, op.size);
+          break;
+        case EDU_ACCEL_OP_D2H:
+          std::memcpy(job.dst[i]->ptr + op.dst_offset, device_buffer_ + op.src_offset, op.size);
+          break;
+        default:  // H2H, staged through the device buffer like the driver's engine
+          for (std::uint64_t done = 0; done < op.size;) {
+            const std::size_t n = std::min<std::uint64_t>(kMaxTransfer, op.size - done);
+            std::memcpy(device_buffer_, job.src[i]->ptr + op.src_offset + done, n);
+            std::memcpy(job.dst[i]->ptr + op.dst_offset + done, device_buffer_, n);
+            done += n;
+          }
+      }
+    }
+  }
+  if (err) {
+    __atomic_store_n(&slot->failed, job.seqno, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->error, err, __ATOMIC_RELAXED);
+  }
+  __atomic_store_n(&slot->completed, job.seqno, __ATOMIC_RELEASE);
+}
+
+void EmulatedBackend::engine_loop() {
+  std::unique_lock lk(m_);
+  for (;;) {
+    Queue* q = nullptr;
+    work_cv_.wait(lk, [&] { return stop_ || (q = runnable_locked()) != nullptr; });
+    if (!q) return;  // stop_ with nothing runnable: the destructor drained first
+    Job job = std::move(q->jobs.front());
+    const std::size_t slot = q->slot;
+    lk.unlock();
+    run(job, &page_[slot]);
+    lk.lock();
+    q = nullptr;
+    for (auto& b : job.src)
+      if (b) --b->inflight;
+    for (auto& b : job.dst)
+      if (b) --b->inflight;
+    for (auto& [tl, point] : job.out) tl->value = std::max(tl->value, point);
+    // The queue may have been destroyed while the job ran; its slot is freed with its last job.
+    for (auto it = queues_.begin(); it != queues_.end(); ++it) {
+      Queue& cur = it->second;
+      if (cur.slot != slot || cur.jobs.empty() || cur.jobs.front().seqno != job.seqno) continue;
+      cur.jobs.pop_front();
+      if (cur.destroyed && cur.jobs.empty()) {
+        slot_used_[cur.slot] = false;
+        queues_.erase(it);
+      }
+      break;
+    }
+    job = Job{};  // drop BO references before waking waiters (a userptr release may follow)
+    done_cv_.notify_all();
+  }
+}
+
+std::size_t emulated_device_count() {
+  if (const char* n = std::getenv("HOSTRT_EMULATED_DEVICES"); n && *n) return std::strtoul(n, nullptr, 10);
+  return 2;
+}
+
+std::unique_ptr<DeviceBackend> open_emulated(std::size_t index) {
+  if (index >= emulated_device_count())
+    throw DeviceLost(ENODEV, "no emulated device " + std::to_string(index) + " (HOSTRT_EMULATED_DEVICES)");
+  return std::make_unique<EmulatedBackend>(index);
+}
+
+EmulatedBackend* emulated_backend(const hostrt::Device& device) noexcept {
+  if (!device.core()) return nullptr;
+  return dynamic_cast<EmulatedBackend*>(&device.core()->backend_unchecked());
+}
+
+}  // namespace hostrt::detail

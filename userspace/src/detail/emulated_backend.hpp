@@ -1,0 +1,107 @@
+// An in-process edu_accel: the UAPI contract without the kernel, for hosts without the
+// driver. Same validation and errno values as the driver, a 4096-byte device buffer with the
+// 4095-byte transfer limit, mlock'ed memory for BOs, and one engine thread that runs jobs
+// asynchronously: in order within a queue, and across queues in submission order unless a
+// job waits for an in-sync (or a test holds its queue).
+//
+// Differences from the driver, by necessity: BOs are not DMA-mapped; releasing a userptr BO
+// waits for the jobs that name it, since the process cannot keep the user's pages alive.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "detail/backend.hpp"
+
+namespace hostrt {
+class Device;
+}
+
+namespace hostrt::detail {
+
+class EmulatedBackend final : public DeviceBackend {
+ public:
+  static constexpr std::size_t kDeviceBufferSize = 4096;
+  static constexpr std::size_t kMaxTransfer = 4095;
+  static constexpr std::size_t kMaxBoSize = 256u << 20;
+  static constexpr unsigned kMaxQueues = 32;
+  static constexpr unsigned kMaxOps = 64;
+
+  explicit EmulatedBackend(std::size_t index);
+  ~EmulatedBackend() override;  // lets submitted jobs finish, then stops the engine
+
+  std::string name() const override;
+  std::uint64_t get_param(std::uint32_t param) override;
+  BoMapping create_bo(std::size_t bytes) override;
+  BoMapping register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) override;
+  void release_bo(const BoMapping& bo) noexcept override;
+  QueueInfo create_queue() override;
+  void destroy_queue(std::uint32_t queue) noexcept override;
+  std::uint32_t create_timeline() override;
+  void destroy_timeline(std::uint32_t handle) noexcept override;
+  void wait_timeline(std::uint32_t handle, std::uint64_t point) override;
+  std::uint64_t submit(std::uint32_t queue, std::span<const CopyOp> ops, std::span<const SyncPoint> in_syncs,
+                       std::span<const SyncPoint> out_syncs) override;
+
+  // Test hooks. A held queue's jobs stay pending until released (a slow device on demand).
+  void hold_queue(std::uint32_t queue, bool held);
+  // The next job the engine runs fails with this negative errno instead of copying.
+  void fail_next_job(int negative_errno);
+
+ private:
+  struct Bo;
+  struct Timeline {
+    std::uint64_t value = 0;
+  };
+  struct Job {
+    std::uint64_t seqno = 0;
+    std::uint64_t ticket = 0;
+    std::vector<CopyOp> ops;
+    std::vector<std::shared_ptr<Bo>> src, dst;  // per op; null for the device buffer
+    std::vector<std::pair<std::shared_ptr<Timeline>, std::uint64_t>> in, out;
+  };
+  struct Queue {
+    std::size_t slot = 0;
+    std::deque<Job> jobs;
+    std::uint64_t last_seqno = 0;
+    bool held = false;
+    bool destroyed = false;
+  };
+
+  void engine_loop();
+  Queue* runnable_locked();
+  void run(Job& job, Completion* slot);
+  std::shared_ptr<Bo> bo_locked(std::uint32_t handle, const char* role) const;
+  void lock_pages(std::uintptr_t first, std::uintptr_t last);
+  void unlock_pages(std::uintptr_t first, std::uintptr_t last) noexcept;
+
+  const std::size_t index_;
+  mutable std::mutex m_;
+  std::condition_variable work_cv_;  // engine: new job, released hold, stop
+  std::condition_variable done_cv_;  // waiters: a job ended
+  std::map<std::uint32_t, std::shared_ptr<Bo>> bos_;
+  std::map<std::uint32_t, Queue> queues_;
+  std::map<std::uint32_t, std::shared_ptr<Timeline>> timelines_;
+  std::map<std::uintptr_t, unsigned> locked_pages_;  // userptr page -> registrations on it
+  std::uint32_t next_handle_ = 1;
+  std::uint32_t next_queue_ = 1;
+  std::uint64_t next_ticket_ = 1;
+  std::uint64_t pinned_bytes_ = 0;
+  int fail_next_ = 0;
+  bool stop_ = false;
+  std::vector<bool> slot_used_;
+  Completion* page_ = nullptr;  // kMaxQueues slots, written by the engine only
+  unsigned char device_buffer_[kDeviceBufferSize] = {};  // touched by the engine thread only
+  std::thread engine_;
+};
+
+// The emulated backend behind a Device, or nullptr for a Drm device (for tests).
+EmulatedBackend* emulated_backend(const hostrt::Device& device) noexcept;
+
+}  // namespace hostrt::detail

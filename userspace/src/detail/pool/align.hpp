@@ -1,0 +1,31 @@
+// Size and address arithmetic shared by the pool's parts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hostrt::detail::pool {
+
+inline constexpr std::size_t kAlignment = 64;          // every block start and size
+inline constexpr std::size_t kPageSize = 4096;         // segment bookkeeping granularity
+inline constexpr std::size_t kSmallLimit = 1u << 20;   // rounded sizes up to this are "small"
+inline constexpr std::size_t kSmallSegmentMax = 32u << 20;
+inline constexpr std::size_t kLargeSegmentMax = 256u << 20;
+inline constexpr std::size_t kSegmentGranule = 2u << 20;
+// Far below SIZE_MAX so that rounding and segment arithmetic cannot overflow.
+inline constexpr std::size_t kMaxRequest = std::size_t{1} << 46;
+
+constexpr std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
+constexpr std::uintptr_t align_up(std::uintptr_t p, std::size_t a) noexcept { return (p + a - 1) & ~(a - 1); }
+constexpr std::uintptr_t align_down(std::uintptr_t p, std::size_t a) noexcept { return p & ~(a - 1); }
+
+// The pool's rounding: to 64 bytes and no further (0 bytes still gets its own 64).
+constexpr std::size_t block_size_for(std::size_t n) noexcept { return n == 0 ? kAlignment : round_up(n, kAlignment); }
+
+enum class SizeClass : std::uint8_t { Small = 0, Large = 1 };
+
+constexpr SizeClass size_class_of(std::size_t rounded) noexcept {
+  return rounded <= kSmallLimit ? SizeClass::Small : SizeClass::Large;
+}
+
+}  // namespace hostrt::detail::pool

@@ -1,0 +1,159 @@
+#include "detail/pool/arena.hpp"
+
+#include <algorithm>
+
+namespace hostrt::detail::pool {
+
+std::unique_ptr<Segment> make_segment(std::unique_ptr<SegmentMemory> memory, SizeClass cls) {
+  auto seg = std::make_unique<Segment>();
+  const auto raw = reinterpret_cast<std::uintptr_t>(memory->data());
+  // The page map works in whole pages; memory that is not page aligned (an emulated backend
+  // may hand out 64-byte aligned memory) loses its partial first and last pages.
+  const std::uintptr_t base = align_up(raw, kPageSize);
+  const std::uintptr_t end = align_down(raw + memory->size(), kPageSize);
+  seg->reserved = memory->size();
+  seg->base = base;
+  seg->size = end > base ? end - base : 0;
+  seg->cls = cls;
+  seg->memory = std::move(memory);
+  if (seg->size > 0) seg->slots = SlotTable(seg->size / kAlignment);
+  return seg;
+}
+
+Arena::~Arena() {
+  for (auto& s : segments_) {
+    for (Block* b = s->first; b != nullptr;) {
+      Block* next = b->next;
+      delete b;
+      b = next;
+    }
+  }
+}
+
+void Arena::set_slot(Block* b, Block* value) noexcept {
+  b->segment->slots.store((b->addr - b->segment->base) / kAlignment, value);
+}
+
+Block* Arena::fit(std::size_t rounded) {
+  FreeIndex& idx = free_[static_cast<int>(size_class_of(rounded))];
+  auto it = idx.lower_bound(std::pair<std::size_t, std::uintptr_t>{rounded, 0});
+  if (it == idx.end()) return nullptr;
+  Block* b = *it;
+  Block* rest = nullptr;
+  if (b->size > rounded) rest = new Block();  // before any change, so bad_alloc leaves no trace
+  idx.erase(it);
+  if (rest != nullptr) {
+    rest->addr = b->addr + rounded;
+    rest->size = b->size - rounded;
+    rest->segment = b->segment;
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next != nullptr) b->next->prev = rest;
+    b->next = rest;
+    b->size = rounded;
+    set_slot(rest, rest);
+    idx.insert(rest);
+  }
+  b->segment->free_bytes -= b->size;
+  free_bytes_ -= b->size;
+  return b;
+}
+
+void Arena::free(Block* b) noexcept {
+  Segment* s = b->segment;
+  FreeIndex& idx = index(s);
+  s->free_bytes += b->size;
+  free_bytes_ += b->size;
+  b->set_state(BlockState::Free);
+  b->requested = 0;
+  if (Block* p = b->prev; p != nullptr && p->load_state() == BlockState::Free) {
+    idx.erase(p);
+    p->size += b->size;
+    p->next = b->next;
+    if (b->next != nullptr) b->next->prev = p;
+    set_slot(b, nullptr);
+    delete b;
+    b = p;
+  }
+  if (Block* n = b->next; n != nullptr && n->load_state() == BlockState::Free) {
+    idx.erase(n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next != nullptr) n->next->prev = b;
+    set_slot(n, nullptr);
+    delete n;
+  }
+  idx.insert(b);
+}
+
+void Arena::add_segment(std::unique_ptr<Segment> seg) {
+  auto b = std::make_unique<Block>();
+  b->addr = seg->base;
+  b->size = seg->size;
+  b->segment = seg.get();
+  segments_.reserve(segments_.size() + 1);
+  map_.assign(seg->base, seg->size, seg.get());
+  Segment* s = seg.get();
+  segments_.push_back(std::move(seg));
+  s->first = b.get();
+  s->free_bytes = s->size;
+  set_slot(b.get(), b.get());
+  index(s).insert(b.release());
+  ++segment_count_[static_cast<int>(s->cls)];
+  reserved_ += s->reserved;
+  usable_ += s->size;
+  free_bytes_ += s->size;
+}
+
+std::size_t Arena::next_segment_size(std::size_t rounded, std::size_t min_segment) const noexcept {
+  const SizeClass c = size_class_of(rounded);
+  const std::size_t cap = c == SizeClass::Small ? kSmallSegmentMax : kLargeSegmentMax;
+  std::size_t step = round_up(reserved_ / 16, kSegmentGranule);
+  step = std::min(std::max(step, min_segment), std::max(cap, min_segment));
+  if (rounded > step) return round_up(rounded, kPageSize);
+  return round_up(step, kPageSize);
+}
+
+std::unique_ptr<Segment> Arena::detach(Segment* s) noexcept {
+  auto it = std::find_if(segments_.begin(), segments_.end(), [s](const auto& p) { return p.get() == s; });
+  std::unique_ptr<Segment> out = std::move(*it);
+  segments_.erase(it);
+  Block* b = s->first;
+  index(s).erase(b);
+  s->slots.store(0, nullptr);
+  delete b;
+  s->first = nullptr;
+  // Unmapping only clears existing leaves, which never allocates.
+  map_.assign(s->base, s->size, nullptr);
+  --segment_count_[static_cast<int>(s->cls)];
+  reserved_ -= s->reserved;
+  usable_ -= s->size;
+  free_bytes_ -= s->size;
+  s->free_bytes = 0;
+  return out;
+}
+
+bool Arena::has_idle() const noexcept {
+  return std::any_of(segments_.begin(), segments_.end(), [](const auto& s) { return s->idle(); });
+}
+
+std::vector<std::unique_ptr<Segment>> Arena::take_idle(std::size_t keep_bytes, const SizeClass* only) {
+  std::vector<Segment*> idle;
+  for (auto& s : segments_)
+    if (s->idle() && (only == nullptr || s->cls == *only)) idle.push_back(s.get());
+  std::sort(idle.begin(), idle.end(), [](const Segment* a, const Segment* b) { return a->reserved > b->reserved; });
+  std::vector<std::unique_ptr<Segment>> out;
+  out.reserve(idle.size());
+  for (Segment* s : idle) {
+    if (reserved_ < keep_bytes || reserved_ - keep_bytes < s->reserved) continue;
+    out.push_back(detach(s));
+  }
+  return out;
+}
+
+std::size_t Arena::largest_free(SizeClass c) const noexcept {
+  const FreeIndex& idx = free_[static_cast<int>(c)];
+  return idx.empty() ? 0 : (*idx.rbegin())->size;
+}
+
+}  // namespace hostrt::detail::pool

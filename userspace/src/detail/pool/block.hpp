@@ -1,0 +1,62 @@
+// Block and Segment: the pool's bookkeeping for pinned memory. A segment is one piece from the
+// SegmentSource, tiled by blocks in address order; a block is what allocate() hands out.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "detail/pool/align.hpp"
+#include "detail/pool/segment_source.hpp"
+#include "detail/pool/slot_table.hpp"
+#include "detail/pool/stream_ref.hpp"
+
+namespace hostrt::detail::pool {
+
+struct Segment;
+
+// Who may touch a block, and therefore which lock (if any) guards its fields:
+//  Free      in the arena's free index (arena lock);
+//  Allocated held by the user (the user's own synchronization: only the holder frees it);
+//  Cached    parked, reusable, in one thread's cache (that thread only);
+//  Pending   freed, waiting for device points (arena lock).
+// The state itself is atomic because the arena reads a neighbour's state while coalescing,
+// while the neighbour's holder may be moving it between Allocated and Cached without a lock.
+enum class BlockState : std::uint8_t { Free, Allocated, Cached, Pending };
+
+struct Block {
+  std::uintptr_t addr = 0;
+  std::size_t size = 0;
+  Segment* segment = nullptr;
+  Block* prev = nullptr;  // address-order neighbours in the segment (arena lock)
+  Block* next = nullptr;
+  Block* cache_next = nullptr;  // link in a thread-cache bin
+  std::atomic<BlockState> state{BlockState::Free};
+  std::size_t requested = 0;       // bytes the current holder asked for
+  StreamRef home;                   // stream given to allocate(), the default for deallocate()
+  std::vector<StreamRef> uses;      // streams named by record_stream()
+  std::vector<StreamPoint> waits;   // Pending: points still to be reached, next one at back()
+  std::uint64_t pending_seq = 0;    // Pending: order of the free, for "oldest pending work"
+
+  void* ptr() const noexcept { return reinterpret_cast<void*>(addr); }
+  BlockState load_state() const noexcept { return state.load(std::memory_order_relaxed); }
+  void set_state(BlockState s) noexcept { state.store(s, std::memory_order_relaxed); }
+};
+
+struct Segment {
+  std::unique_ptr<SegmentMemory> memory;
+  std::uintptr_t base = 0;  // usable range: page-aligned inside memory
+  std::size_t size = 0;
+  std::size_t reserved = 0;  // memory->size(): what the driver charges
+  SizeClass cls = SizeClass::Small;
+  SlotTable slots;           // block start -> Block*, read without a lock by deallocate()
+  Block* first = nullptr;
+  std::size_t free_bytes = 0;  // in Free blocks
+
+  bool idle() const noexcept { return first != nullptr && first->next == nullptr && free_bytes == size; }
+  bool contains(std::uintptr_t p) const noexcept { return p >= base && p < base + size; }
+};
+
+}  // namespace hostrt::detail::pool

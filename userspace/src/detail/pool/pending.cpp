@@ -1,0 +1,47 @@
+#include "detail/pool/pending.hpp"
+
+#include <algorithm>
+
+namespace hostrt::detail::pool {
+
+void PendingFrees::add(Block* b) {
+  b->pending_seq = ++seq_;
+  enqueue(b);
+  b->set_state(BlockState::Pending);
+  bytes_ += b->size;
+  ++blocks_;
+}
+
+void PendingFrees::enqueue(Block* b) {
+  const StreamPoint& w = b->waits.back();
+  Queue& q = queues_[w.stream.key];
+  q.stream = w.stream;
+  // Frees on one stream arrive in point order except when two threads race, or a block
+  // arrives from another stream's queue; keep the queue sorted so its head is always the
+  // first to complete.
+  if (q.blocks.empty() || q.blocks.back()->waits.back().point <= w.point) {
+    q.blocks.push_back(b);
+    return;
+  }
+  auto pos = std::upper_bound(q.blocks.begin(), q.blocks.end(), w.point,
+                              [](std::uint64_t p, const Block* x) { return p < x->waits.back().point; });
+  q.blocks.insert(pos, b);
+}
+
+std::optional<StreamPoint> PendingFrees::oldest() const noexcept {
+  const Block* best = nullptr;
+  for (const auto& [key, q] : queues_)
+    if (!q.blocks.empty() && (best == nullptr || q.blocks.front()->pending_seq < best->pending_seq))
+      best = q.blocks.front();
+  if (best == nullptr) return std::nullopt;
+  return best->waits.back();
+}
+
+std::vector<StreamPoint> PendingFrees::last_points() const {
+  std::vector<StreamPoint> out;
+  for (const auto& [key, q] : queues_)
+    if (!q.blocks.empty()) out.push_back(q.blocks.back()->waits.back());
+  return out;
+}
+
+}  // namespace hostrt::detail::pool

@@ -1,0 +1,74 @@
+// PendingFrees: blocks freed while device work that used them may still run. One FIFO per
+// stream, in submission order, so a slow stream only delays the blocks freed on it. A block
+// that several streams used (record_stream) waits in one queue at a time: when its point on
+// that stream is reached it moves on to the next stream it still waits for.
+// Caller holds the arena lock; reached() reads the completion page, no syscall.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "detail/pool/block.hpp"
+
+namespace hostrt::detail::pool {
+
+class PendingFrees {
+ public:
+  // b->waits is non-empty; b becomes Pending. Throws std::bad_alloc (queue growth).
+  void add(Block* b);
+  // Moves every block whose points have all been reached out of the queues, calling
+  // ready(block) for each. Returns how many became ready.
+  template <typename F>
+  std::size_t reclaim(F&& ready);
+  // The head of the queue whose head block was freed first: what a pool out of memory waits for.
+  std::optional<StreamPoint> oldest() const noexcept;
+  // The last pending point of every stream: what synchronize() waits for.
+  std::vector<StreamPoint> last_points() const;
+
+  std::size_t bytes() const noexcept { return bytes_; }
+  std::size_t blocks() const noexcept { return blocks_; }
+  bool empty() const noexcept { return blocks_ == 0; }
+
+ private:
+  struct Queue {
+    StreamRef stream;
+    std::deque<Block*> blocks;  // each waits for blocks[i]->waits.back() on this stream
+  };
+  void enqueue(Block* b);
+
+  std::unordered_map<std::uint64_t, Queue> queues_;
+  std::size_t bytes_ = 0;
+  std::size_t blocks_ = 0;
+  std::uint64_t seq_ = 0;
+};
+
+template <typename F>
+std::size_t PendingFrees::reclaim(F&& ready) {
+  std::size_t done = 0;
+  std::vector<Block*> moving;
+  for (auto& [key, q] : queues_) {
+    while (!q.blocks.empty()) {
+      Block* b = q.blocks.front();
+      if (!q.stream.reached(b->waits.back().point)) break;
+      q.blocks.pop_front();
+      b->waits.pop_back();
+      while (!b->waits.empty() && b->waits.back().stream.reached(b->waits.back().point)) b->waits.pop_back();
+      if (b->waits.empty()) {
+        bytes_ -= b->size;
+        --blocks_;
+        ++done;
+        ready(b);
+      } else {
+        moving.push_back(b);  // not now: enqueue() may rehash the map being iterated
+      }
+    }
+  }
+  for (Block* b : moving) enqueue(b);
+  return done;
+}
+
+}  // namespace hostrt::detail::pool

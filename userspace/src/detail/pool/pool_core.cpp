@@ -1,0 +1,485 @@
+#include "detail/pool/pool_core.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <exception>
+#include <string>
+#include <utility>
+
+namespace hostrt::detail::pool {
+
+// What a thread keeps per pool it has used. Shared between the thread (its ThreadLinks) and
+// the pool's registry; the weak reference lets a thread that outlives the pool drop it safely.
+struct CacheLink {
+  CacheLink(std::weak_ptr<PoolCore> c, std::size_t capacity) : core(std::move(c)), cache(capacity) {}
+  std::weak_ptr<PoolCore> core;
+  ThreadCache cache;
+};
+
+namespace {
+
+std::atomic<std::uint64_t> g_next_pool_id{1};
+
+// The last pool this thread used: the warm path's only TLS access. Trivially destructible, so
+// reading it is a plain %fs-relative load with no lazy-initialization guard.
+struct FastSlot {
+  std::uint64_t pool_id;
+  ThreadCache* cache;
+};
+constinit thread_local FastSlot tl_fast{0, nullptr};
+
+// Every pool this thread has used; returns their caches when the thread exits.
+class ThreadLinks {
+ public:
+  ThreadLinks() = default;
+  ThreadLinks(const ThreadLinks&) = delete;
+  ThreadLinks& operator=(const ThreadLinks&) = delete;
+  ~ThreadLinks() {
+    tl_fast = {0, nullptr};
+    for (auto& [id, link] : links)
+      if (auto core = link->core.lock()) core->retire(*link);
+  }
+  std::vector<std::pair<std::uint64_t, std::shared_ptr<CacheLink>>> links;
+};
+thread_local ThreadLinks tl_links;
+
+}  // namespace
+
+std::shared_ptr<PoolCore> PoolCore::create(std::unique_ptr<SegmentSource> source, const PoolOptions& options) {
+  return std::make_shared<PoolCore>(std::move(source), options);
+}
+
+PoolCore::PoolCore(std::unique_ptr<SegmentSource> source, const PoolOptions& options)
+    : id_(g_next_pool_id.fetch_add(1, std::memory_order_relaxed)),
+      options_(options),
+      source_(std::move(source)),
+      release_threshold_(options.release_threshold),
+      arena_(map_) {
+  if (!source_) throw InvalidArgument(EINVAL, "pool: no segment source");
+}
+
+PoolCore::~PoolCore() {
+  // The device may still be copying into pending blocks; their memory must outlive that.
+  try {
+    synchronize();
+  } catch (...) {  // a device fault: the job has ended either way
+  }
+}
+
+// ---- per-thread caches -------------------------------------------------------------------
+
+ThreadCache& PoolCore::cache() {
+  if (tl_fast.pool_id == id_) [[likely]]
+    return *tl_fast.cache;
+  return bind_thread();
+}
+
+ThreadCache& PoolCore::bind_thread() {
+  auto& links = tl_links.links;
+  // Drop links to pools that are gone, so a long-lived thread does not collect them.
+  std::erase_if(links, [](const auto& l) { return l.second->core.expired(); });
+  for (auto& [id, link] : links) {
+    if (id == id_) {
+      tl_fast = {id_, &link->cache};
+      return link->cache;
+    }
+  }
+  auto link = std::make_shared<CacheLink>(weak_from_this(), options_.thread_cache_bytes);
+  link->cache.epoch_seen = flush_epoch_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard lk(registry_mu_);
+    links_.push_back(link);
+  }
+  links.emplace_back(id_, link);
+  tl_fast = {id_, &link->cache};
+  return link->cache;
+}
+
+void PoolCore::retire(CacheLink& link) noexcept {
+  {
+    SegmentList doomed;
+    std::lock_guard lk(mu_);
+    drain_locked(link.cache);
+    release_above_threshold_locked(doomed);
+  }
+  std::lock_guard lk(registry_mu_);
+  const ThreadCounters& c = link.cache.counters;
+  retired_.allocated += c.allocated.load(std::memory_order_relaxed);
+  retired_.requested += c.requested.load(std::memory_order_relaxed);
+  retired_.allocations += c.allocations.load(std::memory_order_relaxed);
+  retired_.deallocations += c.deallocations.load(std::memory_order_relaxed);
+  retired_.hits += c.hits.load(std::memory_order_relaxed);
+  std::erase_if(links_, [&](const auto& l) { return l.get() == &link; });
+}
+
+void PoolCore::flush_thread_cache() {
+  ThreadCache& tc = cache();
+  SegmentList doomed;
+  std::lock_guard lk(mu_);
+  drain_locked(tc);
+  release_above_threshold_locked(doomed);
+}
+
+void PoolCore::drain_locked(ThreadCache& tc) noexcept {
+  tc.drain([this](Block* b) { arena_.free(b); });
+  tc.epoch_seen = flush_epoch_.load(std::memory_order_relaxed);
+}
+
+// ---- allocate ----------------------------------------------------------------------------
+
+// The warm path: one TLS load, a bin pop and a few owner-only counter stores. No lock, no
+// atomic read-modify-write, no syscall. Everything unusual (a cold bin, a large request, a
+// pending flush request) falls through to allocate_slow.
+void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
+  if (bytes > kMaxRequest) throw InvalidArgument(EINVAL, "pool: allocate of " + std::to_string(bytes) + " bytes");
+  const std::size_t rounded = block_size_for(bytes);
+  ThreadCache& tc = cache();
+  if (tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) [[likely]] {
+    if (Block* b = tc.pop(rounded)) {
+      hand_out(tc, b, bytes, home, true);
+      return b->ptr();
+    }
+  }
+  return allocate_slow(tc, bytes, rounded, home);
+}
+
+void PoolCore::hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home, bool hit) noexcept {
+  b->requested = bytes;
+  b->home = home;
+  b->set_state(BlockState::Allocated);
+  ThreadCounters& c = tc.counters;
+  ThreadCounters::bump(c.allocated, b->size);
+  ThreadCounters::bump(c.requested, bytes);
+  ThreadCounters::bump(c.allocations, 1);
+  if (hit) ThreadCounters::bump(c.hits, 1);
+}
+
+void* PoolCore::allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home) {
+  const SizeClass cls = size_class_of(rounded);
+  bool source_refused = false;
+  bool grew = false;
+  for (;;) {
+    SegmentList doomed;  // destroyed after the lock is released (declared before it)
+    std::unique_lock lk(mu_);
+    if (tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed)) drain_locked(tc);
+    reclaim_locked();
+    Block* b = arena_.fit(rounded);
+    if (b == nullptr && tc.bytes() > 0) {
+      // This thread's idle blocks may coalesce into what is needed: cheaper than the driver.
+      drain_locked(tc);
+      b = arena_.fit(rounded);
+    }
+    if (b != nullptr) {
+      hand_out(tc, b, bytes, home, !grew);
+      sample_peaks_locked();
+      return b->ptr();
+    }
+
+    // Grow, unless the limit or an earlier refusal says no.
+    std::size_t seg = arena_.next_segment_size(rounded, options_.min_segment_bytes);
+    const std::size_t exact = round_up(rounded, kPageSize);
+    const std::size_t room = options_.max_bytes - std::min(options_.max_bytes, arena_.reserved());
+    if (seg > room && exact <= room) seg = exact;
+    if (!source_refused && seg <= room) {
+      lk.unlock();
+      try {
+        grow(seg, cls);
+        grew = true;
+        continue;
+      } catch (const OutOfMemory&) {
+        source_refused = true;  // fall through to freeing memory up, then retry once
+      }
+      lk.lock();
+    }
+
+    // No room: give back idle segments (they cannot serve this request, or fit() would have
+    // found them), then wait for the oldest pending work; fail only when neither is possible.
+    if (arena_.has_idle()) {
+      doomed = arena_.take_idle(0);
+      segments_released_ += doomed.size();
+      source_refused = false;
+      continue;
+    }
+    if (auto oldest = pending_.oldest()) {
+      ++waits_;
+      lk.unlock();
+      try {
+        oldest->stream.wait_point(oldest->point);
+      } catch (const Error&) {
+        // The job ended (it failed); its memory is no longer in use.
+      }
+      source_refused = false;
+      continue;
+    }
+    // Other threads may be sitting on idle blocks: ask them to flush for the next caller.
+    flush_epoch_.fetch_add(1, std::memory_order_relaxed);
+    lk.unlock();
+    throw_out_of_memory(bytes, source_refused ? "the driver refused a new segment" : "max_bytes reached");
+  }
+}
+
+void PoolCore::grow(std::size_t bytes, SizeClass cls) {
+  // Both the driver call and the slot table's mmap happen here, with no lock held.
+  std::unique_ptr<Segment> seg = make_segment(source_->allocate(bytes), cls);
+  if (seg->size < std::min(bytes, kSmallLimit) || !PageMap::representable(seg->base, seg->size))
+    throw OutOfMemory(ENOMEM, "pool: segment source returned unusable memory");
+  std::lock_guard lk(mu_);
+  arena_.add_segment(std::move(seg));
+  ++misses_;
+  peak_reserved_ = std::max(peak_reserved_, arena_.reserved());
+}
+
+// ---- deallocate --------------------------------------------------------------------------
+
+Block* PoolCore::find_allocated(const void* p) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  const Segment* seg = map_.lookup(addr);
+  Block* b = nullptr;
+  if (seg != nullptr && seg->contains(addr) && (addr - seg->base) % kAlignment == 0)
+    b = seg->slots.load((addr - seg->base) / kAlignment);
+  if (b == nullptr || b->addr != addr || b->load_state() != BlockState::Allocated)
+    throw InvalidArgument(EINVAL, "pool: " + std::to_string(addr) +
+                                      " is not a block allocated from this pool (foreign pointer or double free)");
+  return b;
+}
+
+// Captures, for every stream the block was used on, the last point submitted so far that the
+// host has not yet seen completed. Later work cannot involve the block: the caller gave it up.
+void PoolCore::collect_waits(Block* b, StreamRef stream) const {
+  b->waits.clear();
+#ifndef HOSTRT_POOL_UNSAFE_REUSE
+  auto add = [b](StreamRef s) {
+    const std::uint64_t point = s.last_submitted();
+    if (!s.reached(point)) b->waits.push_back({s, point});
+  };
+  if (stream) add(stream);
+  for (const StreamRef& u : b->uses)
+    if (!stream || u.key != stream.key) add(u);
+#else
+  // Deliberately wrong, to prove the reuse-safety test can fail: ignores the device.
+  (void)stream;
+#endif
+}
+
+void PoolCore::deallocate(void* p, StreamRef stream) {
+  Block* b = find_allocated(p);
+  if (!stream) stream = b->home;
+  collect_waits(b, stream);
+
+  std::exception_ptr fault;
+  if (options_.sync_on_free && !b->waits.empty()) {
+    // Debug mode: the caller sees the device's verdict at the free itself. The block is freed
+    // either way (the work has ended), then the fault is rethrown.
+    {
+      std::lock_guard lk(mu_);
+      ++waits_;
+    }
+    for (const StreamPoint& w : b->waits) {
+      try {
+        w.stream.wait_point(w.point);
+      } catch (const Error&) {
+        if (!fault) fault = std::current_exception();
+      }
+    }
+    b->waits.clear();
+  }
+
+  ThreadCache& tc = cache();
+  ThreadCounters& c = tc.counters;
+  ThreadCounters::bump(c.allocated, -static_cast<std::int64_t>(b->size));
+  ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
+  ThreadCounters::bump(c.deallocations, 1);
+  b->uses.clear();
+  b->home = {};
+
+  // Warm path: nothing left to wait for, so the block is reusable now; park it in this
+  // thread's cache (no lock).
+  if (b->waits.empty() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) && tc.push(b)) {
+    b->set_state(BlockState::Cached);
+    if (fault) std::rethrow_exception(fault);
+    return;
+  }
+  free_locked_path(b);
+  if (fault) std::rethrow_exception(fault);
+}
+
+void PoolCore::free_locked_path(Block* b) {
+  SegmentList doomed;
+  std::lock_guard lk(mu_);
+  if (b->waits.empty()) {
+    arena_.free(b);
+  } else {
+    // std::bad_alloc here would leak the block from the pool's view but not corrupt it.
+    pending_.add(b);
+    ++frees_waited_;
+  }
+  reclaim_locked();
+  release_above_threshold_locked(doomed);
+  sample_peaks_locked();
+}
+
+void PoolCore::record_stream(void* p, StreamRef stream) {
+  if (!stream) throw InvalidArgument(EINVAL, "pool: record_stream with an empty stream");
+  Block* b = find_allocated(p);
+  if (b->home && b->home.key == stream.key) return;
+  for (const StreamRef& u : b->uses)
+    if (u.key == stream.key) return;
+  b->uses.push_back(stream);
+}
+
+std::size_t PoolCore::block_size(const void* p) const { return find_allocated(p)->size; }
+
+// ---- under the arena lock ----------------------------------------------------------------
+
+void PoolCore::reclaim_locked() noexcept {
+  if (pending_.empty()) return;
+  pending_.reclaim([this](Block* b) { arena_.free(b); });
+}
+
+void PoolCore::release_above_threshold_locked(SegmentList& doomed) noexcept {
+  const std::size_t threshold = release_threshold_.load(std::memory_order_relaxed);
+  if (arena_.reserved() <= threshold) return;
+  try {
+    SegmentList idle = arena_.take_idle(threshold);
+    segments_released_ += idle.size();
+    for (auto& s : idle) doomed.push_back(std::move(s));
+  } catch (const std::bad_alloc&) {  // nothing was detached; try again at the next free
+  }
+}
+
+void PoolCore::sample_peaks_locked() noexcept {
+  std::int64_t allocated = 0, requested = 0;
+  {
+    std::lock_guard lk(registry_mu_);
+    allocated = retired_.allocated;
+    requested = retired_.requested;
+    for (const auto& l : links_) {
+      allocated += l->cache.counters.allocated.load(std::memory_order_relaxed);
+      requested += l->cache.counters.requested.load(std::memory_order_relaxed);
+    }
+  }
+  peak_allocated_ = std::max(peak_allocated_, static_cast<std::size_t>(std::max<std::int64_t>(allocated, 0)));
+  peak_requested_ = std::max(peak_requested_, static_cast<std::size_t>(std::max<std::int64_t>(requested, 0)));
+}
+
+// ---- whole-pool operations ---------------------------------------------------------------
+
+void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
+  if (large_bytes > kMaxRequest || small_bytes > kMaxRequest)
+    throw InvalidArgument(EINVAL, "pool: reserve of more than 2^46 bytes");
+  auto one = [this](std::size_t bytes, SizeClass cls) {
+    if (bytes == 0) return;
+    const std::size_t seg = round_up(std::max(bytes, cls == SizeClass::Small ? kSmallLimit : bytes), kPageSize);
+    bool over = false;
+    {
+      std::lock_guard lk(mu_);
+      over = arena_.reserved() + seg > options_.max_bytes;
+    }
+    if (over) throw_out_of_memory(seg, "reserve would pass max_bytes");
+    grow(seg, cls);
+  };
+  one(large_bytes, SizeClass::Large);
+  one(small_bytes, SizeClass::Small);
+}
+
+std::size_t PoolCore::trim(std::size_t keep_bytes) {
+  ThreadCache& tc = cache();
+  SegmentList doomed;
+  std::size_t released = 0;
+  {
+    std::lock_guard lk(mu_);
+    flush_epoch_.fetch_add(1, std::memory_order_relaxed);
+    drain_locked(tc);
+    reclaim_locked();
+    doomed = arena_.take_idle(keep_bytes);
+    segments_released_ += doomed.size();
+    for (const auto& s : doomed) released += s->reserved;
+  }
+  return released;
+}
+
+void PoolCore::set_release_threshold(std::size_t bytes) {
+  release_threshold_.store(bytes, std::memory_order_relaxed);
+  SegmentList doomed;
+  std::lock_guard lk(mu_);
+  release_above_threshold_locked(doomed);
+}
+
+void PoolCore::synchronize() {
+  std::vector<StreamPoint> points;
+  {
+    std::lock_guard lk(mu_);
+    points = pending_.last_points();
+    if (!points.empty()) ++waits_;
+  }
+  // Waiting on each stream's last pending point covers every earlier one of that stream. A
+  // block that also waits on another stream moves to that stream's queue; loop until empty.
+  while (!points.empty()) {
+    for (const StreamPoint& p : points) {
+      try {
+        p.stream.wait_point(p.point);
+      } catch (const Error&) {  // ended in failure: the memory is free all the same
+      }
+    }
+    SegmentList doomed;
+    std::lock_guard lk(mu_);
+    reclaim_locked();
+    release_above_threshold_locked(doomed);
+    points = pending_.last_points();
+  }
+}
+
+PoolStats PoolCore::stats() const {
+  std::lock_guard lk(mu_);
+  return stats_locked();
+}
+
+PoolStats PoolCore::stats_locked() const {
+  PoolStats s;
+  std::int64_t allocated = 0, requested = 0, cached = 0;
+  {
+    std::lock_guard lk(registry_mu_);
+    allocated = retired_.allocated;
+    requested = retired_.requested;
+    s.allocations = retired_.allocations;
+    s.deallocations = retired_.deallocations;
+    s.hits = retired_.hits;
+    for (const auto& l : links_) {
+      const ThreadCounters& c = l->cache.counters;
+      allocated += c.allocated.load(std::memory_order_relaxed);
+      requested += c.requested.load(std::memory_order_relaxed);
+      cached += c.cached.load(std::memory_order_relaxed);
+      s.allocations += c.allocations.load(std::memory_order_relaxed);
+      s.deallocations += c.deallocations.load(std::memory_order_relaxed);
+      s.hits += c.hits.load(std::memory_order_relaxed);
+    }
+  }
+  s.allocated_bytes = static_cast<std::size_t>(std::max<std::int64_t>(allocated, 0));
+  s.requested_bytes = static_cast<std::size_t>(std::max<std::int64_t>(requested, 0));
+  s.cached_bytes = static_cast<std::size_t>(std::max<std::int64_t>(cached, 0));
+  peak_allocated_ = std::max(peak_allocated_, s.allocated_bytes);
+  peak_requested_ = std::max(peak_requested_, s.requested_bytes);
+  s.reserved_bytes = arena_.reserved();
+  s.peak_reserved_bytes = peak_reserved_;
+  s.peak_allocated_bytes = peak_allocated_;
+  s.peak_requested_bytes = peak_requested_;
+  s.pending_free_bytes = pending_.bytes();
+  s.free_bytes = arena_.free_bytes();
+  s.small_segments = arena_.segments(SizeClass::Small);
+  s.large_segments = arena_.segments(SizeClass::Large);
+  s.segments = s.small_segments + s.large_segments;
+  s.misses = misses_;
+  s.frees_waited = frees_waited_;
+  s.waits = waits_;
+  s.segments_released = segments_released_;
+  return s;
+}
+
+void PoolCore::throw_out_of_memory(std::size_t bytes, const char* why) const {
+  PoolStats s = stats();
+  throw PoolOutOfMemory("pool: cannot allocate " + std::to_string(bytes) + " bytes: " + why + " (" +
+                            s.to_string() + ")",
+                        s);
+}
+
+}  // namespace hostrt::detail::pool

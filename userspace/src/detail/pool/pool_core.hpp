@@ -1,0 +1,102 @@
+// PoolCore: the caching, stream-ordered pinned-memory pool behind hostrt::Pool. The contract
+// is written once, on hostrt::Pool (include/hostrt/pool.hpp); this is how it is kept.
+//
+// Locks and what they guard (always taken in this order, never the other way round):
+//  mu_           the arena, the pending-free queues, peaks and growth (the "arena lock");
+//  registry_mu_  the list of per-thread caches and the counters of exited threads.
+// Neither is held across a SegmentSource call, a segment's destruction (driver calls, munmap)
+// or a blocking wait on a stream. The warm path takes neither: see allocate()/deallocate().
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "detail/pool/arena.hpp"
+#include "detail/pool/page_map.hpp"
+#include "detail/pool/pending.hpp"
+#include "detail/pool/segment_source.hpp"
+#include "detail/pool/stream_ref.hpp"
+#include "detail/pool/thread_cache.hpp"
+#include "hostrt/pool.hpp"
+
+namespace hostrt::detail::pool {
+
+struct CacheLink;
+
+class PoolCore : public std::enable_shared_from_this<PoolCore> {
+ public:
+  // Private constructor by convention: use create(), thread caches hold weak references.
+  static std::shared_ptr<PoolCore> create(std::unique_ptr<SegmentSource> source, const PoolOptions& options);
+  PoolCore(std::unique_ptr<SegmentSource> source, const PoolOptions& options);
+  PoolCore(const PoolCore&) = delete;
+  PoolCore& operator=(const PoolCore&) = delete;
+  ~PoolCore();
+
+  void* allocate(std::size_t bytes, StreamRef home);
+  // An empty `stream` means the block's home stream (the one given to allocate, if any).
+  void deallocate(void* p, StreamRef stream);
+  void record_stream(void* p, StreamRef stream);
+  // The usable size of an allocated block (the request rounded up to 64 bytes).
+  std::size_t block_size(const void* p) const;
+
+  void reserve(std::size_t large_bytes, std::size_t small_bytes);
+  std::size_t trim(std::size_t keep_bytes);
+  void set_release_threshold(std::size_t bytes);
+  std::size_t release_threshold() const noexcept { return release_threshold_.load(std::memory_order_relaxed); }
+  void synchronize();
+  void flush_thread_cache();
+  PoolStats stats() const;
+  const PoolOptions& options() const noexcept { return options_; }
+
+  // Internal: a thread that used this pool is exiting.
+  void retire(CacheLink& link) noexcept;
+
+ private:
+  using SegmentList = std::vector<std::unique_ptr<Segment>>;
+
+  ThreadCache& cache();
+  ThreadCache& bind_thread();
+  Block* find_allocated(const void* p) const;
+  void* allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home);
+  void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home, bool hit) noexcept;
+  void free_locked_path(Block* b);
+  void collect_waits(Block* b, StreamRef stream) const;
+  void reclaim_locked() noexcept;
+  void release_above_threshold_locked(SegmentList& doomed) noexcept;
+  void drain_locked(ThreadCache& tc) noexcept;
+  void sample_peaks_locked() noexcept;
+  void grow(std::size_t bytes, SizeClass cls);
+  PoolStats stats_locked() const;
+  [[noreturn]] void throw_out_of_memory(std::size_t bytes, const char* why) const;
+
+  const std::uint64_t id_;
+  const PoolOptions options_;
+  std::unique_ptr<SegmentSource> source_;
+  std::atomic<std::size_t> release_threshold_;
+  std::atomic<std::uint64_t> flush_epoch_{0};
+
+  mutable std::mutex mu_;
+  PageMap map_;  // written under mu_, read by deallocate() without it
+  Arena arena_;
+  PendingFrees pending_;
+  std::size_t peak_reserved_ = 0;
+  mutable std::size_t peak_allocated_ = 0;
+  mutable std::size_t peak_requested_ = 0;
+  std::uint64_t misses_ = 0;
+  std::uint64_t frees_waited_ = 0;
+  std::uint64_t waits_ = 0;
+  std::uint64_t segments_released_ = 0;
+
+  mutable std::mutex registry_mu_;
+  std::vector<std::shared_ptr<CacheLink>> links_;
+  struct Retired {
+    std::int64_t allocated = 0, requested = 0;
+    std::uint64_t allocations = 0, deallocations = 0, hits = 0;
+  } retired_;
+};
+
+}  // namespace hostrt::detail::pool

@@ -1,0 +1,108 @@
+#include "detail/pool/registration_index.hpp"
+
+#include <cerrno>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hostrt/error.hpp"
+
+namespace hostrt::detail::pool {
+
+RegistrationIndex::RegistrationIndex(std::unique_ptr<Registrar> registrar) : registrar_(std::move(registrar)) {}
+
+RegistrationIndex::~RegistrationIndex() = default;
+
+RegistrationIndex::Map::iterator RegistrationIndex::containing(std::uintptr_t a, std::uintptr_t e) {
+  auto it = ranges_.upper_bound(a);
+  if (it == ranges_.begin()) return ranges_.end();
+  --it;
+  return (it->first <= a && e <= it->second.end) ? it : ranges_.end();
+}
+
+RegistrationIndex::Lease RegistrationIndex::acquire(void* ptr, std::size_t bytes) {
+  const auto a = reinterpret_cast<std::uintptr_t>(ptr);
+  if (ptr == nullptr || bytes == 0 || a + bytes < a)
+    throw InvalidArgument(EINVAL, "registration cache: bad range " + std::to_string(a) + "+" + std::to_string(bytes));
+  const std::uintptr_t e = a + bytes;
+  std::vector<std::unique_ptr<Registration>> stale;  // unregistered after the lock is dropped
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = containing(a, e); it != ranges_.end()) {
+      ++it->second.refs;
+      ++hits_;
+      return {it->first, it->second.reg->handle()};
+    }
+    // Overlapping ranges: idle ones give way, one in use is a double registration.
+    auto it = ranges_.lower_bound(a);
+    if (it != ranges_.begin() && std::prev(it)->second.end > a) --it;
+    for (auto j = it; j != ranges_.end() && j->first < e; ++j)
+      if (j->second.refs > 0)
+        throw AlreadyRegistered(EEXIST, "registration cache: range overlaps a registration in use");
+    while (it != ranges_.end() && it->first < e) {
+      stale.push_back(std::move(it->second.reg));
+      it = ranges_.erase(it);
+    }
+  }
+  stale.clear();
+  std::unique_ptr<Registration> reg = registrar_->register_range(ptr, bytes);
+  std::lock_guard lk(mu_);
+  ++misses_;
+  if (auto it = containing(a, e); it != ranges_.end()) {
+    // Another thread registered a covering range meanwhile; ours is dropped (unlocked below
+    // would be nicer, but the unregister it costs is rare and short).
+    ++it->second.refs;
+    return {it->first, it->second.reg->handle()};
+  }
+  auto [it, inserted] = ranges_.try_emplace(a);
+  if (!inserted && it->second.refs > 0)
+    throw AlreadyRegistered(EEXIST, "registration cache: range raced with another registration");
+  it->second.end = e;
+  it->second.refs = 1;
+  std::swap(it->second.reg, reg);
+  return {a, it->second.reg->handle()};
+}
+
+void RegistrationIndex::release(std::uintptr_t key) noexcept {
+  std::lock_guard lk(mu_);
+  if (auto it = ranges_.find(key); it != ranges_.end() && it->second.refs > 0) --it->second.refs;
+}
+
+std::size_t RegistrationIndex::evict_idle() {
+  std::vector<std::unique_ptr<Registration>> stale;
+  {
+    std::lock_guard lk(mu_);
+    for (auto it = ranges_.begin(); it != ranges_.end();) {
+      if (it->second.refs == 0) {
+        stale.push_back(std::move(it->second.reg));
+        it = ranges_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return stale.size();
+}
+
+std::size_t RegistrationIndex::registrations() const {
+  std::lock_guard lk(mu_);
+  return ranges_.size();
+}
+
+std::uint64_t RegistrationIndex::hits() const {
+  std::lock_guard lk(mu_);
+  return hits_;
+}
+
+std::uint64_t RegistrationIndex::misses() const {
+  std::lock_guard lk(mu_);
+  return misses_;
+}
+
+std::size_t RegistrationIndex::references(std::uintptr_t key) const {
+  std::lock_guard lk(mu_);
+  auto it = ranges_.find(key);
+  return it == ranges_.end() ? 0 : it->second.refs;
+}
+
+}  // namespace hostrt::detail::pool

@@ -1,0 +1,106 @@
+// ThreadCache: each thread's private stash of blocks that are free and safe to reuse, binned
+// by exact (64-byte rounded) size. The pool's fast path is a pop or a push here: no lock, no
+// atomic read-modify-write, no syscall. Only small blocks are cached, and only up to a byte
+// budget, so a thread cannot hoard much of the pool.
+//
+// Counters are written by the owning thread alone (plain load + store on relaxed atomics) and
+// read by stats() from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "detail/pool/block.hpp"
+
+namespace hostrt::detail::pool {
+
+struct ThreadCounters {
+  std::atomic<std::int64_t> allocated{0};  // rounded bytes: + on allocate, - on deallocate
+  std::atomic<std::int64_t> requested{0};
+  std::atomic<std::uint64_t> allocations{0};
+  std::atomic<std::uint64_t> deallocations{0};
+  std::atomic<std::uint64_t> hits{0};  // allocations served without a driver call
+  std::atomic<std::int64_t> cached{0};  // bytes parked in this thread's cache
+
+  template <typename T, typename D>
+  static void bump(std::atomic<T>& c, D d) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + static_cast<T>(d), std::memory_order_relaxed);
+  }
+};
+
+class ThreadCache {
+ public:
+  static constexpr std::size_t kBins = 64;
+  static constexpr std::uint32_t kBinDepth = 8;
+
+  explicit ThreadCache(std::size_t capacity_bytes) noexcept : capacity_(capacity_bytes) {}
+
+  Block* pop(std::size_t rounded) noexcept {
+    Bin& bin = bins_[bin_of(rounded)];
+    Block* b = bin.head;
+    if (b == nullptr || bin.size != rounded) return nullptr;
+    bin.head = b->cache_next;
+    --bin.count;
+    bytes_ -= rounded;
+    ThreadCounters::bump(counters.cached, -static_cast<std::int64_t>(rounded));
+    return b;
+  }
+
+  // False when the block does not fit the budget or its bin holds another size: the caller
+  // then returns it to the arena.
+  bool push(Block* b) noexcept {
+    if (b->size > capacity_ - bytes_ || b->size > kSmallLimit) return false;
+    Bin& bin = bins_[bin_of(b->size)];
+    if (bin.count == 0) {
+      bin.size = b->size;
+    } else if (bin.size != b->size || bin.count >= kBinDepth) {
+      return false;
+    }
+    b->cache_next = bin.head;
+    bin.head = b;
+    ++bin.count;
+    bytes_ += b->size;
+    ThreadCounters::bump(counters.cached, b->size);
+    return true;
+  }
+
+  // Empties the cache, handing each block to f.
+  template <typename F>
+  void drain(F&& f) {
+    for (Bin& bin : bins_) {
+      while (Block* b = bin.head) {
+        bin.head = b->cache_next;
+        b->cache_next = nullptr;
+        f(b);
+      }
+      bin.count = 0;
+    }
+    ThreadCounters::bump(counters.cached, -static_cast<std::int64_t>(bytes_));
+    bytes_ = 0;
+  }
+
+  std::size_t bytes() const noexcept { return bytes_; }
+
+  ThreadCounters counters;
+  std::uint64_t epoch_seen = 0;  // the pool's flush epoch this cache last obeyed
+
+ private:
+  struct Bin {
+    std::size_t size = 0;
+    std::uint32_t count = 0;
+    Block* head = nullptr;
+  };
+  // Fibonacci hashing of the size in 64-byte units: sizes that are multiples of large powers
+  // of two (4 KiB, 64 KiB...) would all land in one bin with a plain modulo.
+  static std::size_t bin_of(std::size_t rounded) noexcept {
+    return static_cast<std::size_t>(((rounded >> 6) * 0x9E3779B97F4A7C15ull) >> 58);
+  }
+
+  std::array<Bin, kBins> bins_{};
+  std::size_t capacity_;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace hostrt::detail::pool

@@ -1,0 +1,46 @@
+// The process-wide pointer registry: which host ranges are pinned (host_alloc) or
+// registered (host_register), on which device and BO. An interval map keyed by start
+// address; ranges never overlap, which is how double registration is refused.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <shared_mutex>
+
+#include "hostrt/types.hpp"
+
+namespace hostrt::detail {
+
+class DeviceCore;
+
+struct RegEntry {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;  // exclusive
+  MemoryType type = MemoryType::Pinned;
+  const DeviceCore* device = nullptr;  // identity only, never dereferenced through here
+  std::size_t device_index = 0;
+  Backend backend = Backend::Drm;
+  std::uint32_t handle = 0;
+  bool readonly = false;
+};
+
+class Registry {
+ public:
+  // Throws AlreadyRegistered when [e.begin, e.end) overlaps a known range.
+  void insert(const RegEntry& e);
+  void set_handle(std::uintptr_t begin, std::uint32_t handle) noexcept;
+  void erase(std::uintptr_t begin) noexcept;
+  // The entry whose range contains p.
+  std::optional<RegEntry> find(const void* p) const;
+
+ private:
+  mutable std::shared_mutex m_;
+  std::map<std::uintptr_t, RegEntry> by_begin_;
+};
+
+// Lives until exit and beyond static destructors (buffers may be freed from them).
+Registry& registry() noexcept;
+
+}  // namespace hostrt::detail

@@ -1,0 +1,89 @@
+#include "hostrt/device.hpp"
+
+#include "detail/device_core.hpp"
+#include "detail/expects.hpp"
+#include "hostrt/error.hpp"
+
+namespace hostrt {
+
+std::size_t Device::count(Backend b) {
+  return b == Backend::Drm ? detail::drm_device_count() : detail::emulated_device_count();
+}
+
+Device Device::open(std::size_t index, Backend b) {
+  auto backend = b == Backend::Drm ? detail::open_drm(index) : detail::open_emulated(index);
+  return Device(std::make_shared<detail::DeviceCore>(std::move(backend), index, b));
+}
+
+Device::Device(std::shared_ptr<detail::DeviceCore> core) noexcept : core_(std::move(core)) {}
+Device::Device(Device&&) noexcept = default;
+Device& Device::operator=(Device&&) noexcept = default;
+Device::~Device() = default;
+
+namespace {
+detail::DeviceCore& live(const std::shared_ptr<detail::DeviceCore>& c, const char* what) {
+  if (!c) throw InvalidArgument(EINVAL, std::string(what) + ": empty (moved-from) Device");
+  c->backend(what);  // DeviceLost once closed
+  return *c;
+}
+}  // namespace
+
+std::size_t Device::index() const noexcept { return core_ ? core_->index() : 0; }
+Backend Device::backend() const noexcept { return core_ ? core_->kind() : Backend::Drm; }
+std::string Device::name() const { return live(core_, "name").backend("name").name(); }
+
+const Capabilities& Device::capabilities() const noexcept {
+  static const Capabilities none{};
+  return core_ ? core_->caps() : none;
+}
+
+std::uint64_t Device::param(std::uint32_t p) const { return live(core_, "param").backend("param").get_param(p); }
+
+std::uint64_t Device::pinned_bytes() const { return param(EDU_ACCEL_PARAM_PINNED_BYTES); }
+
+PinnedBuffer Device::host_alloc(std::size_t bytes, unsigned flags) {
+  live(core_, "host_alloc");
+  EXPECTS(flags == 0, "host_alloc: flags must be 0, got " + std::to_string(flags));
+  return PinnedBuffer(detail::Allocation::create(core_, bytes));
+}
+
+PinnedBuffer Device::host_register(void* ptr, std::size_t bytes, unsigned flags) {
+  live(core_, "host_register");
+  return PinnedBuffer(detail::Allocation::register_range(core_, ptr, bytes, flags));
+}
+
+void Device::free_host_sync(PinnedBuffer&& buffer) {
+  PinnedBuffer b = std::move(buffer);  // freed on every path out of here
+  if (!b) return;
+  EXPECTS(b.allocation()->device() == core_, "free_host_sync: the buffer belongs to another device");
+  synchronize();
+}
+
+void free_host_sync(PinnedBuffer&& buffer) {
+  PinnedBuffer b = std::move(buffer);
+  if (!b) return;
+  Device(b.allocation()->device()).synchronize();
+}
+
+Stream Device::create_stream() {
+  live(core_, "create_stream");
+  auto s = std::make_shared<detail::StreamCore>(core_);
+  core_->add_stream(s);
+  return Stream(std::move(s));
+}
+
+void Device::synchronize() {
+  live(core_, "synchronize");
+  // Points are sampled first, so work submitted meanwhile by other threads is not waited for.
+  std::vector<std::pair<std::shared_ptr<detail::StreamCore>, std::uint64_t>> points;
+  for (auto& s : core_->streams()) points.emplace_back(s, s->last_submitted());
+  for (auto& [s, p] : points) s->wait(p);
+}
+
+void Device::close() noexcept {
+  if (core_) core_->close();
+}
+
+bool Device::is_open() const noexcept { return core_ && !core_->closed(); }
+
+}  // namespace hostrt

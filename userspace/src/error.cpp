@@ -1,0 +1,58 @@
+#include "hostrt/error.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "hostrt/types.hpp"
+
+namespace hostrt {
+
+Error::Error(int err, const std::string& message) : std::runtime_error(message), err_(err) {}
+
+void throw_errno(int err, const std::string& context) {
+  const std::string msg = context + ": " + std::strerror(err);
+  switch (err) {
+    case ENOMEM:
+    case EAGAIN:
+    case EPERM:  // BO_USERPTR with RLIMIT_MEMLOCK of zero
+      throw OutOfMemory(err, msg);
+    case ENODEV:
+    case ENXIO:
+      throw DeviceLost(err, msg);
+    case EEXIST:
+      throw AlreadyRegistered(err, msg);
+    case EOPNOTSUPP:
+    case ENOTTY:
+    case ENOSYS:
+      throw NotSupported(err, msg);
+    case EINVAL:
+    case EFAULT:
+    case ERANGE:
+    case E2BIG:
+    case EBADF:
+    case EACCES:
+    case ENOENT:
+    case EOVERFLOW:
+      throw InvalidArgument(err, msg);
+    default:
+      throw Error(err, msg);
+  }
+}
+
+const char* to_string(Backend b) noexcept { return b == Backend::Drm ? "drm" : "emulated"; }
+
+const char* to_string(MemoryType t) noexcept {
+  switch (t) {
+    case MemoryType::Pageable:
+      return "pageable";
+    case MemoryType::Pinned:
+      return "pinned";
+    case MemoryType::Registered:
+      return "registered";
+    case MemoryType::Device:
+      return "device";
+  }
+  return "?";
+}
+
+}  // namespace hostrt

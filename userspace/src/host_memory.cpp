@@ -1,0 +1,44 @@
+#include "hostrt/host_memory.hpp"
+
+#include "detail/device_core.hpp"
+#include "detail/registry.hpp"
+
+namespace hostrt {
+
+PinnedBuffer::PinnedBuffer(std::shared_ptr<detail::Allocation> a) noexcept : alloc_(std::move(a)) {}
+PinnedBuffer::PinnedBuffer(PinnedBuffer&&) noexcept = default;
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  if (this != &o) alloc_ = std::move(o.alloc_);
+  return *this;
+}
+PinnedBuffer::~PinnedBuffer() = default;
+
+void* PinnedBuffer::data() const noexcept { return alloc_ ? alloc_->data() : nullptr; }
+std::size_t PinnedBuffer::size() const noexcept { return alloc_ ? alloc_->size() : 0; }
+std::uint32_t PinnedBuffer::handle() const noexcept { return alloc_ ? alloc_->handle() : 0; }
+MemoryType PinnedBuffer::type() const noexcept { return alloc_ ? alloc_->type() : MemoryType::Pageable; }
+std::size_t PinnedBuffer::device_index() const noexcept { return alloc_ ? alloc_->device()->index() : 0; }
+void PinnedBuffer::reset() noexcept { alloc_.reset(); }
+
+PointerAttributes pointer_attributes(const void* p) {
+  PointerAttributes a;
+  if (auto d = DevicePtr::from(p)) {
+    a.type = MemoryType::Device;
+    a.base = DevicePtr(0).as_void();
+    a.size = DevicePtr::kAddressSpan;
+    a.offset = d->offset;
+    return a;
+  }
+  if (auto e = detail::registry().find(p)) {
+    a.type = e->type;
+    a.device = e->device_index;
+    a.backend = e->backend;
+    a.handle = e->handle;
+    a.base = reinterpret_cast<void*>(e->begin);
+    a.size = e->end - e->begin;
+    a.offset = reinterpret_cast<std::uintptr_t>(p) - e->begin;
+  }
+  return a;
+}
+
+}  // namespace hostrt
