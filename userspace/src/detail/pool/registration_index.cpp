@@ -49,8 +49,8 @@ RegistrationIndex::Lease RegistrationIndex::acquire(void* ptr, std::size_t bytes
   std::lock_guard lk(mu_);
   ++misses_;
   if (auto it = containing(a, e); it != ranges_.end()) {
-    // Another thread registered a covering range meanwhile; ours is dropped (unlocked below
-    // would be nicer, but the unregister it costs is rare and short).
+    // Another thread registered a covering range meanwhile; ours is dropped, after the lock
+    // (reg is declared before lk, so it is destroyed after it).
     ++it->second.refs;
     return {it->first, it->second.reg->handle()};
   }

@@ -1,0 +1,224 @@
+// hostrt::Pool and friends: the public face of detail::pool::PoolCore, bound to a Device
+// (segments from host_alloc) and to hostrt::Stream (completion through the stream's page).
+#include "hostrt/pool.hpp"
+
+#include <cerrno>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "detail/pool/pool_core.hpp"
+#include "detail/pool/registration_index.hpp"
+#include "hostrt/device.hpp"
+#include "hostrt/stream.hpp"
+
+namespace hostrt {
+
+namespace {
+
+using detail::pool::PoolCore;
+using detail::pool::StreamOps;
+using detail::pool::StreamRef;
+
+const StreamOps kStreamOps = {
+    [](const void* s) noexcept { return static_cast<const Stream*>(s)->last_submitted(); },
+    [](const void* s, std::uint64_t point) noexcept { return static_cast<const Stream*>(s)->reached(point); },
+    [](void* s, std::uint64_t point) { static_cast<Stream*>(s)->wait_point(point); },
+};
+
+StreamRef ref(Stream& s) {
+  if (!s) throw InvalidArgument(EINVAL, "pool: empty (destroyed or moved-from) stream");
+  return StreamRef{&s, s.id(), &kStreamOps};
+}
+
+class DeviceSegment final : public detail::pool::SegmentMemory {
+ public:
+  explicit DeviceSegment(PinnedBuffer b) noexcept : buffer_(std::move(b)) {}
+  void* data() const noexcept override { return buffer_.data(); }
+  std::size_t size() const noexcept override { return buffer_.size(); }
+
+ private:
+  PinnedBuffer buffer_;
+};
+
+class DeviceSegmentSource final : public detail::pool::SegmentSource {
+ public:
+  explicit DeviceSegmentSource(Device& d) noexcept : device_(&d) {}
+  std::unique_ptr<detail::pool::SegmentMemory> allocate(std::size_t bytes) override {
+    return std::make_unique<DeviceSegment>(device_->host_alloc(bytes));
+  }
+
+ private:
+  Device* device_;
+};
+
+class DeviceRegistration final : public detail::pool::Registration {
+ public:
+  explicit DeviceRegistration(PinnedBuffer b) noexcept : buffer_(std::move(b)) {}
+  std::uint32_t handle() const noexcept override { return buffer_.handle(); }
+
+ private:
+  PinnedBuffer buffer_;
+};
+
+class DeviceRegistrar final : public detail::pool::Registrar {
+ public:
+  DeviceRegistrar(Device& d, unsigned flags) noexcept : device_(&d), flags_(flags) {}
+  std::unique_ptr<detail::pool::Registration> register_range(void* ptr, std::size_t bytes) override {
+    return std::make_unique<DeviceRegistration>(device_->host_register(ptr, bytes, flags_));
+  }
+
+ private:
+  Device* device_;
+  unsigned flags_;
+};
+
+}  // namespace
+
+std::string PoolStats::to_string() const {
+  std::ostringstream o;
+  o << "reserved " << reserved_bytes << " (peak " << peak_reserved_bytes << "), allocated " << allocated_bytes
+    << " (peak " << peak_allocated_bytes << "), requested " << requested_bytes << " (peak " << peak_requested_bytes
+    << "), pending " << pending_free_bytes << ", cached " << cached_bytes << ", free " << free_bytes << ", segments "
+    << segments << " (" << small_segments << " small, " << large_segments << " large), hits " << hits << ", misses "
+    << misses << ", frees waited " << frees_waited << ", waits " << waits;
+  return o.str();
+}
+
+// ---- Pool ----------------------------------------------------------------------------------
+
+Pool::Pool(Device& device, PoolOptions options)
+    : core_(PoolCore::create(std::make_unique<DeviceSegmentSource>(device), options)) {}
+
+Pool::Pool(std::unique_ptr<detail::pool::SegmentSource> source, PoolOptions options)
+    : core_(PoolCore::create(std::move(source), options)) {}
+
+Pool::~Pool() = default;
+
+void* Pool::allocate(std::size_t bytes, Stream& stream) { return core_->allocate(bytes, ref(stream)); }
+void* Pool::allocate(std::size_t bytes) { return core_->allocate(bytes, {}); }
+void Pool::deallocate(void* p, Stream& stream) { core_->deallocate(p, ref(stream)); }
+void Pool::deallocate(void* p) { core_->deallocate(p, {}); }
+void Pool::record_stream(void* p, Stream& stream) { core_->record_stream(p, ref(stream)); }
+std::size_t Pool::block_size(const void* p) const { return core_->block_size(p); }
+
+PoolBuffer Pool::allocate_buffer(std::size_t bytes, Stream& stream) {
+  return PoolBuffer(*this, allocate(bytes, stream), bytes, stream);
+}
+
+void Pool::reserve(std::size_t large_bytes, std::size_t small_bytes) { core_->reserve(large_bytes, small_bytes); }
+std::size_t Pool::trim(std::size_t keep_bytes) { return core_->trim(keep_bytes); }
+void Pool::set_release_threshold(std::size_t bytes) { core_->set_release_threshold(bytes); }
+std::size_t Pool::release_threshold() const noexcept { return core_->release_threshold(); }
+void Pool::synchronize() { core_->synchronize(); }
+void Pool::flush_thread_cache() { core_->flush_thread_cache(); }
+PoolStats Pool::stats() const { return core_->stats(); }
+
+// ---- PoolBuffer ----------------------------------------------------------------------------
+
+PoolBuffer::PoolBuffer(PoolBuffer&& o) noexcept
+    : pool_(std::exchange(o.pool_, nullptr)),
+      ptr_(std::exchange(o.ptr_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      stream_(std::exchange(o.stream_, nullptr)) {}
+
+PoolBuffer& PoolBuffer::operator=(PoolBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    pool_ = std::exchange(o.pool_, nullptr);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    stream_ = std::exchange(o.stream_, nullptr);
+  }
+  return *this;
+}
+
+void PoolBuffer::record_stream(Stream& other) {
+  if (ptr_ == nullptr) throw InvalidArgument(EINVAL, "pool: record_stream on an empty PoolBuffer");
+  pool_->record_stream(ptr_, other);
+}
+
+void PoolBuffer::reset() noexcept {
+  if (ptr_ == nullptr) return;
+  try {
+    pool_->deallocate(ptr_, *stream_);
+  } catch (...) {  // destructors never throw; see the header
+  }
+  ptr_ = nullptr;
+  pool_ = nullptr;
+  stream_ = nullptr;
+  size_ = 0;
+}
+
+void* PoolBuffer::release() noexcept {
+  pool_ = nullptr;
+  stream_ = nullptr;
+  size_ = 0;
+  return std::exchange(ptr_, nullptr);
+}
+
+// ---- PoolMemoryResource --------------------------------------------------------------------
+
+void* PoolMemoryResource::do_allocate(std::size_t bytes, std::size_t alignment) {
+  if (alignment > detail::pool::kAlignment)
+    throw InvalidArgument(EINVAL, "pool: alignment " + std::to_string(alignment) + " above 64");
+  return stream_ != nullptr ? pool_->allocate(bytes, *stream_) : pool_->allocate(bytes);
+}
+
+void PoolMemoryResource::do_deallocate(void* p, std::size_t, std::size_t) {
+  if (stream_ != nullptr)
+    pool_->deallocate(p, *stream_);
+  else
+    pool_->deallocate(p);
+}
+
+bool PoolMemoryResource::do_is_equal(const std::pmr::memory_resource& other) const noexcept {
+  const auto* o = dynamic_cast<const PoolMemoryResource*>(&other);
+  return o != nullptr && o->pool_ == pool_ && o->stream_ == stream_;
+}
+
+// ---- RegistrationCache ---------------------------------------------------------------------
+
+RegistrationCache::RegistrationCache(Device& device, unsigned flags)
+    : index_(std::make_unique<detail::pool::RegistrationIndex>(std::make_unique<DeviceRegistrar>(device, flags))) {}
+
+RegistrationCache::~RegistrationCache() = default;
+
+RegisteredRange RegistrationCache::acquire(void* ptr, std::size_t bytes) {
+  const auto lease = index_->acquire(ptr, bytes);
+  return RegisteredRange(index_.get(), lease.key, ptr, bytes, lease.handle);
+}
+
+std::size_t RegistrationCache::evict_idle() { return index_->evict_idle(); }
+std::size_t RegistrationCache::registrations() const { return index_->registrations(); }
+std::uint64_t RegistrationCache::hits() const { return index_->hits(); }
+std::uint64_t RegistrationCache::misses() const { return index_->misses(); }
+
+RegisteredRange::RegisteredRange(RegisteredRange&& o) noexcept
+    : index_(std::exchange(o.index_, nullptr)),
+      key_(std::exchange(o.key_, 0)),
+      ptr_(std::exchange(o.ptr_, nullptr)),
+      bytes_(std::exchange(o.bytes_, 0)),
+      handle_(std::exchange(o.handle_, 0)) {}
+
+RegisteredRange& RegisteredRange::operator=(RegisteredRange&& o) noexcept {
+  if (this != &o) {
+    reset();
+    index_ = std::exchange(o.index_, nullptr);
+    key_ = std::exchange(o.key_, 0);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    handle_ = std::exchange(o.handle_, 0);
+  }
+  return *this;
+}
+
+void RegisteredRange::reset() noexcept {
+  if (index_ != nullptr) index_->release(key_);
+  index_ = nullptr;
+  ptr_ = nullptr;
+  bytes_ = 0;
+  handle_ = 0;
+}
+
+}  // namespace hostrt
