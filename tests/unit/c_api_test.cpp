@@ -1,0 +1,195 @@
+// The C API on each backend (HOSTRT_BACKEND picks it, as for any C program).
+#include "hostrt/hostrt.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace hostrt::test {
+namespace {
+
+class CApi : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    ::setenv("HOSTRT_BACKEND", GetParam() == Backend::Emulated ? "emulated" : "drm", 1);
+    SKIP_WITHOUT_DEVICE(GetParam());
+    ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
+    hrtGetLastError();
+  }
+  void TearDown() override { ::unsetenv("HOSTRT_BACKEND"); }
+};
+
+TEST_P(CApi, DevicesAndParams) {
+  int n = -1;
+  ASSERT_EQ(hrtGetDeviceCount(&n), hrtSuccess);
+  EXPECT_GE(n, 1);
+  int d = -1;
+  EXPECT_EQ(hrtGetDevice(&d), hrtSuccess);
+  EXPECT_EQ(d, 0);
+  EXPECT_EQ(hrtSetDevice(n), hrtErrorInvalidDevice);
+  EXPECT_EQ(hrtSetDevice(-1), hrtErrorInvalidDevice);
+  std::uint64_t v = 0;
+  EXPECT_EQ(hrtDeviceGetParam(&v, 3 /* EDU_ACCEL_PARAM_MAX_TRANSFER */), hrtSuccess);
+  EXPECT_EQ(v, 4095u);
+  EXPECT_EQ(hrtDeviceGetParam(&v, 0xdead), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtGetDeviceCount(nullptr), hrtErrorInvalidValue);
+}
+
+TEST_P(CApi, MallocHostFreeHostAndAttributes) {
+  void* p = nullptr;
+  ASSERT_EQ(hrtMallocHost(&p, 100), hrtSuccess);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
+  hrtPointerAttributes a{};
+  ASSERT_EQ(hrtPointerGetAttributes(&a, static_cast<char*>(p) + 10), hrtSuccess);
+  EXPECT_EQ(a.type, hrtMemoryTypePinned);
+  EXPECT_EQ(a.device, 0);
+  EXPECT_EQ(a.base, p);
+  EXPECT_EQ(a.size, 128u);
+  EXPECT_EQ(a.offset, 10u);
+  EXPECT_EQ(hrtFreeHost(p), hrtSuccess);
+  ASSERT_EQ(hrtPointerGetAttributes(&a, p), hrtSuccess);
+  EXPECT_EQ(a.type, hrtMemoryTypePageable);
+  EXPECT_EQ(a.device, -1);
+  EXPECT_EQ(hrtFreeHost(p), hrtErrorInvalidValue) << "double free must be caught";
+  EXPECT_EQ(hrtFreeHost(nullptr), hrtSuccess);
+  EXPECT_EQ(hrtMallocHost(nullptr, 64), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtMallocHost(&p, 0), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtHostAlloc(&p, 64, 5), hrtErrorInvalidValue);
+  ASSERT_EQ(hrtHostAlloc(&p, 64, 0), hrtSuccess);
+  EXPECT_EQ(hrtFreeHostSync(p), hrtSuccess);
+}
+
+TEST_P(CApi, RegisterUnregisterAndDoubleRegistration) {
+  std::vector<unsigned char> v(10000);
+  ASSERT_EQ(hrtHostRegister(v.data(), v.size(), hrtHostRegisterDefault), hrtSuccess);
+  hrtPointerAttributes a{};
+  ASSERT_EQ(hrtPointerGetAttributes(&a, v.data() + 5), hrtSuccess);
+  EXPECT_EQ(a.type, hrtMemoryTypeRegistered);
+  EXPECT_EQ(hrtHostRegister(v.data() + 100, 10, 0), hrtErrorHostMemoryAlreadyRegistered);
+  EXPECT_EQ(hrtPeekAtLastError(), hrtErrorHostMemoryAlreadyRegistered);
+  const std::string msg = hrtGetLastErrorMessage();
+  EXPECT_NE(msg.find("hrtHostRegister"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("overlaps"), std::string::npos) << msg;
+  EXPECT_EQ(hrtPeekAtLastError(), hrtErrorHostMemoryAlreadyRegistered) << "peek must not reset";
+  EXPECT_EQ(hrtGetLastError(), hrtErrorHostMemoryAlreadyRegistered);
+  EXPECT_EQ(hrtGetLastError(), hrtSuccess) << "get must reset";
+  EXPECT_EQ(hrtHostUnregister(v.data() + 1), hrtErrorHostMemoryNotRegistered);
+  EXPECT_EQ(hrtHostUnregister(v.data()), hrtSuccess);
+  EXPECT_EQ(hrtHostUnregister(v.data()), hrtErrorHostMemoryNotRegistered);
+  EXPECT_EQ(hrtHostRegister(nullptr, 10, 0), hrtErrorInvalidValue);
+}
+
+TEST_P(CApi, AsyncRoundTripWithEventsAndStreams) {
+  const std::size_t n = 3000;
+  void *src = nullptr, *dst = nullptr;
+  ASSERT_EQ(hrtMallocHost(&src, n), hrtSuccess);
+  ASSERT_EQ(hrtMallocHost(&dst, n), hrtSuccess);
+  fill(src, n, 71);
+  hrtStream_t s1 = nullptr, s2 = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&s1), hrtSuccess);
+  ASSERT_EQ(hrtStreamCreate(&s2), hrtSuccess);
+  hrtEvent_t e = nullptr;
+  ASSERT_EQ(hrtEventCreate(&e), hrtSuccess);
+  EXPECT_EQ(hrtEventQuery(e), hrtSuccess);  // never recorded
+  ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(1), src, n, hrtMemcpyHostToDevice, s1), hrtSuccess);
+  ASSERT_EQ(hrtEventRecord(e, s1), hrtSuccess);
+  ASSERT_EQ(hrtStreamWaitEvent(s2, e, 0), hrtSuccess);
+  ASSERT_EQ(hrtMemcpyAsync(dst, hrtDevicePtr(1), n, hrtMemcpyDeviceToHost, s2), hrtSuccess);
+  ASSERT_EQ(hrtStreamSynchronize(s2), hrtSuccess);
+  EXPECT_EQ(hrtEventSynchronize(e), hrtSuccess);
+  EXPECT_EQ(hrtEventQuery(e), hrtSuccess);
+  EXPECT_EQ(hrtStreamQuery(s1), hrtSuccess);
+  EXPECT_EQ(first_diff(src, dst, n), -1);
+  EXPECT_EQ(hrtStreamWaitEvent(s2, e, 1), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtEventDestroy(e), hrtSuccess);
+  EXPECT_EQ(hrtStreamDestroy(s1), hrtSuccess);
+  EXPECT_EQ(hrtStreamDestroy(s2), hrtSuccess);
+  EXPECT_EQ(hrtFreeHost(src), hrtSuccess);
+  EXPECT_EQ(hrtFreeHost(dst), hrtSuccess);
+}
+
+TEST_P(CApi, DefaultStreamAndSynchronousMemcpyWithPageableMemory) {
+  std::vector<unsigned char> src = pattern(4000, 72), dst(4000, 0);
+  ASSERT_EQ(hrtMemcpy(hrtDevicePtr(0), src.data(), src.size(), hrtMemcpyHostToDevice), hrtSuccess);
+  ASSERT_EQ(hrtMemcpyAsync(dst.data(), hrtDevicePtr(0), dst.size(), hrtMemcpyDeviceToHost, nullptr), hrtSuccess);
+  EXPECT_EQ(hrtStreamSynchronize(nullptr), hrtSuccess);
+  EXPECT_EQ(first_diff(src.data(), dst.data(), src.size()), -1);
+  std::vector<unsigned char> h(9000, 0), g = pattern(9000, 73);
+  ASSERT_EQ(hrtMemcpy(h.data(), g.data(), h.size(), hrtMemcpyHostToHost), hrtSuccess);
+  EXPECT_EQ(first_diff(h.data(), g.data(), h.size()), -1);
+  EXPECT_EQ(hrtDeviceSynchronize(), hrtSuccess);
+}
+
+TEST_P(CApi, BadCopiesAndHandles) {
+  void* p = nullptr;
+  ASSERT_EQ(hrtMallocHost(&p, 64), hrtSuccess);
+  EXPECT_EQ(hrtMemcpyAsync(hrtDevicePtr(4000), p, 96, hrtMemcpyHostToDevice, nullptr), hrtErrorInvalidValue);
+  EXPECT_NE(std::string(hrtGetLastErrorMessage()).find("hrtMemcpyAsync"), std::string::npos);
+  EXPECT_EQ(hrtMemcpyAsync(p, p, 64, static_cast<hrtMemcpyKind>(9), nullptr), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtMemcpyAsync(nullptr, p, 64, hrtMemcpyHostToHost, nullptr), hrtErrorInvalidValue);
+  hrtStream_t s = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&s), hrtSuccess);
+  ASSERT_EQ(hrtStreamDestroy(s), hrtSuccess);
+  EXPECT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), p, 64, hrtMemcpyHostToDevice, s), hrtErrorInvalidResourceHandle);
+  EXPECT_EQ(hrtStreamSynchronize(s), hrtErrorInvalidResourceHandle);
+  EXPECT_EQ(hrtStreamDestroy(s), hrtErrorInvalidResourceHandle);
+  hrtEvent_t e = nullptr;
+  ASSERT_EQ(hrtEventCreate(&e), hrtSuccess);
+  ASSERT_EQ(hrtEventDestroy(e), hrtSuccess);
+  EXPECT_EQ(hrtEventQuery(e), hrtErrorInvalidResourceHandle);
+  EXPECT_EQ(hrtEventRecord(nullptr, nullptr), hrtErrorInvalidResourceHandle);
+  EXPECT_EQ(hrtStreamCreate(nullptr), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtFreeHost(p), hrtSuccess);
+}
+
+TEST_P(CApi, ResetDeviceMakesOldStreamsLostAndReopensOnNextUse) {
+  hrtStream_t s = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&s), hrtSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(hrtMallocHost(&p, 64), hrtSuccess);
+  ASSERT_EQ(hrtDeviceReset(), hrtSuccess);
+  EXPECT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), p, 64, hrtMemcpyHostToDevice, s), hrtErrorDeviceLost);
+  EXPECT_NE(std::string(hrtGetLastErrorMessage()).find("closed"), std::string::npos) << hrtGetLastErrorMessage();
+  EXPECT_EQ(hrtFreeHost(p), hrtSuccess) << "memory of a closed device can still be freed";
+  EXPECT_EQ(hrtStreamDestroy(s), hrtSuccess);
+  ASSERT_EQ(hrtMallocHost(&p, 64), hrtSuccess) << "the device reopens on next use";
+  EXPECT_EQ(hrtMemcpy(hrtDevicePtr(0), p, 64, hrtMemcpyHostToDevice), hrtSuccess);
+  EXPECT_EQ(hrtFreeHost(p), hrtSuccess);
+}
+
+TEST_P(CApi, LastErrorIsPerThread) {
+  EXPECT_EQ(hrtFreeHost(reinterpret_cast<void*>(0x1234)), hrtErrorInvalidValue);
+  hrtError_t other = hrtErrorUnknown;
+  std::thread([&] { other = hrtPeekAtLastError(); }).join();
+  EXPECT_EQ(other, hrtSuccess);
+  EXPECT_EQ(hrtGetLastError(), hrtErrorInvalidValue);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CApi, ::testing::Values(Backend::Emulated, Backend::Drm), backend_name);
+
+TEST(CApiStrings, EveryCodeHasANameAndAString) {
+  for (int c : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 999}) {
+    const auto e = static_cast<hrtError_t>(c);
+    EXPECT_STRNE(hrtGetErrorName(e), "unrecognized error code") << c;
+    EXPECT_STRNE(hrtGetErrorString(e), "unrecognized error code") << c;
+  }
+  EXPECT_STREQ(hrtGetErrorString(static_cast<hrtError_t>(12345)), "unrecognized error code");
+}
+
+TEST(CApiNoDevice, DrmWithoutADeviceSaysSo) {
+  ::setenv("HOSTRT_BACKEND", "drm", 1);
+  if (Device::count(Backend::Drm) != 0) GTEST_SKIP() << "a real device is present";
+  void* p = nullptr;
+  EXPECT_EQ(hrtMallocHost(&p, 64), hrtErrorNoDevice);
+  ::unsetenv("HOSTRT_BACKEND");
+}
+
+}  // namespace
+}  // namespace hostrt::test

@@ -1,0 +1,283 @@
+// The pool's rules, one scenario each, on fake streams and a fake segment source so that
+// completion happens exactly when the test says.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <set>
+#include <vector>
+
+#include "pool_fakes.hpp"
+
+namespace hostrt::test {
+namespace {
+
+using detail::pool::PoolCore;
+
+class PoolCoreTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<SourceCounters> src = std::make_shared<SourceCounters>();
+  FakeStream s1{1}, s2{2};
+};
+
+TEST_F(PoolCoreTest, RoundsTo64AndAligns) {
+  auto pool = make_fake_pool(src);
+  for (std::size_t n : {0, 1, 63, 64, 65, 1000, 1025, 4097, 65537, (1 << 20) + 1, (3 << 20) + 5}) {
+    void* p = pool->allocate(n, {});
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u) << n;
+    const std::size_t want = n == 0 ? 64 : (n + 63) / 64 * 64;
+    EXPECT_EQ(pool->block_size(p), want) << "no power-of-two rounding for " << n;
+    pool->deallocate(p, {});
+  }
+}
+
+TEST_F(PoolCoreTest, ForeignPointerAndDoubleFreeAreRejected) {
+  auto pool = make_fake_pool(src);
+  int local = 0;
+  EXPECT_THROW(pool->deallocate(&local, {}), InvalidArgument);
+  void* p = pool->allocate(100, {});
+  EXPECT_THROW(pool->deallocate(static_cast<char*>(p) + 64, {}), InvalidArgument);
+  pool->deallocate(p, {});
+  EXPECT_THROW(pool->deallocate(p, {}), InvalidArgument);
+  EXPECT_THROW(pool->allocate(std::size_t{1} << 60, {}), InvalidArgument);
+}
+
+TEST_F(PoolCoreTest, FreedBlockIsNotReusedBeforeItsStreamReachesThePoint) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* p = pool->allocate(4096, s1.ref());
+  const std::uint64_t job = s1.submit();  // the device reads p
+  pool->deallocate(p, s1.ref());
+  EXPECT_EQ(pool->stats().pending_free_bytes, 4096u);
+  std::set<void*> got;
+  for (int i = 0; i < 64; ++i) got.insert(pool->allocate(4096, {}));
+  EXPECT_EQ(got.count(p), 0u) << "reused while the job runs";
+  s1.complete_to(job);
+  void* q = pool->allocate(4096, {});
+  for (int i = 0; i < 64 && q != p; ++i) q = pool->allocate(4096, {});
+  EXPECT_EQ(q, p) << "reusable once the completion page says so";
+  EXPECT_EQ(pool->stats().pending_free_bytes, 0u);
+  EXPECT_EQ(s1.waits(), 0u) << "no blocking wait was needed";
+}
+
+TEST_F(PoolCoreTest, ASlowStreamDoesNotDelayBlocksFreedOnAnother) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* a = pool->allocate(1 << 16, s1.ref());
+  void* b = pool->allocate(1 << 16, s2.ref());
+  s1.submit();  // never completes in this test
+  const auto j2 = s2.submit();
+  pool->deallocate(a, s1.ref());
+  pool->deallocate(b, s2.ref());
+  s2.complete_to(j2);
+  void* c = pool->allocate(1 << 16, {});
+  EXPECT_EQ(c, b);
+  EXPECT_EQ(pool->stats().pending_free_bytes, std::size_t{1} << 16);
+}
+
+TEST_F(PoolCoreTest, RecordStreamMakesTheFreeWaitForTheOtherStreamToo) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* p = pool->allocate(8192, s1.ref());
+  const auto j1 = s1.submit();
+  pool->record_stream(p, s2.ref());
+  const auto j2 = s2.submit();
+  pool->deallocate(p, {});  // home stream s1
+  s1.complete_to(j1);
+  for (int i = 0; i < 8; ++i) EXPECT_NE(pool->allocate(8192, {}), p);
+  s2.complete_to(j2);
+  bool seen = false;
+  for (int i = 0; i < 8 && !seen; ++i) seen = pool->allocate(8192, {}) == p;
+  EXPECT_TRUE(seen);
+}
+
+TEST_F(PoolCoreTest, IdleStreamMeansImmediateReuseThroughTheThreadCache) {
+  auto pool = make_fake_pool(src);
+  void* p = pool->allocate(256, s1.ref());
+  pool->deallocate(p, s1.ref());  // nothing submitted: reusable at once
+  EXPECT_EQ(pool->allocate(256, s1.ref()), p);
+  const PoolStats st = pool->stats();
+  EXPECT_EQ(st.frees_waited, 0u);
+  EXPECT_EQ(st.misses, 1u);
+  EXPECT_EQ(st.hits, 1u);
+}
+
+TEST_F(PoolCoreTest, SyncOnFreeWaitsAndSurfacesADeviceFault) {
+  PoolOptions o;
+  o.sync_on_free = true;
+  auto pool = make_fake_pool(src, o);
+  void* p = pool->allocate(128, s1.ref());
+  const auto job = s1.submit();
+  pool->deallocate(p, s1.ref());
+  EXPECT_EQ(s1.waits(), 1u);
+  EXPECT_GE(s1.completed(), job);
+  EXPECT_EQ(pool->stats().pending_free_bytes, 0u);
+  void* q = pool->allocate(128, s1.ref());
+  s1.submit();
+  s1.fail_next_wait();
+  EXPECT_THROW(pool->deallocate(q, s1.ref()), DeviceFault);
+  EXPECT_EQ(pool->stats().allocated_bytes, 0u) << "freed even though the job failed";
+}
+
+TEST_F(PoolCoreTest, CoalescesNeighboursIntoOneBlock) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* a = pool->allocate(1 << 19, {});
+  void* b = pool->allocate(1 << 19, {});
+  void* c = pool->allocate(1 << 19, {});
+  void* d = pool->allocate(1 << 19, {});  // the 2 MiB segment is now full
+  EXPECT_EQ(pool->stats().segments, 1u);
+  pool->deallocate(b, {});
+  pool->deallocate(a, {});
+  pool->deallocate(c, {});
+  // a, b and c merged into one 1.5 MiB hole: a 768 KiB request (a small one) fits only there.
+  void* x = pool->allocate(3 << 18, {});
+  EXPECT_EQ(x, a) << "best fit found the merged hole at the segment start";
+  EXPECT_EQ(pool->stats().segments, 1u);
+  pool->deallocate(x, {});
+  pool->deallocate(d, {});
+  EXPECT_EQ(pool->stats().free_bytes, std::size_t{2} << 20);
+}
+
+TEST_F(PoolCoreTest, SmallAndLargeRequestsUseSeparateSegments) {
+  auto pool = make_fake_pool(src);
+  void* big = pool->allocate(3 << 20, {});
+  void* small = pool->allocate(100, {});
+  const PoolStats st = pool->stats();
+  EXPECT_EQ(st.small_segments, 1u);
+  EXPECT_EQ(st.large_segments, 1u);
+  const auto bb = reinterpret_cast<std::uintptr_t>(big), sb = reinterpret_cast<std::uintptr_t>(small);
+  EXPECT_TRUE(sb < bb || sb >= bb + (3u << 20));
+  pool->deallocate(big, {});
+  pool->deallocate(small, {});
+}
+
+TEST_F(PoolCoreTest, HugeRequestGetsAnExactSegmentAndGrowthIsGeometric) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* h = pool->allocate((100 << 20) + 64, {});
+  EXPECT_EQ(src->last_request, std::size_t{100 << 20} + 4096) << "exact, page-rounded";
+  // With ~100 MiB reserved the next step is reserved/16, rounded to 2 MiB.
+  void* l = pool->allocate(3 << 20, {});
+  EXPECT_EQ(src->last_request, std::size_t{8} << 20);
+  pool->deallocate(h, {});
+  pool->deallocate(l, {});
+}
+
+TEST_F(PoolCoreTest, TrimAndReleaseThresholdReturnIdleSegments) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  std::vector<void*> v;
+  for (int i = 0; i < 6; ++i) v.push_back(pool->allocate(5 << 20, {}));
+  const std::size_t reserved = pool->stats().reserved_bytes;
+  EXPECT_EQ(src->live_bytes, reserved);
+  pool->deallocate(v[0], {});
+  EXPECT_EQ(pool->trim(reserved), 0u) << "keep_bytes is honoured";
+  EXPECT_GT(pool->trim(0), 0u);
+  EXPECT_LT(pool->stats().reserved_bytes, reserved);
+  EXPECT_EQ(src->live_bytes, pool->stats().reserved_bytes);
+  pool->set_release_threshold(0);
+  for (std::size_t i = 1; i < v.size(); ++i) pool->deallocate(v[i], {});
+  EXPECT_EQ(pool->stats().reserved_bytes, 0u) << "threshold 0 releases each idle segment";
+  EXPECT_EQ(src->live_bytes, 0u);
+  EXPECT_EQ(pool->stats().segments_released, 6u);
+}
+
+TEST_F(PoolCoreTest, ReserveAvoidsDriverCallsLater) {
+  auto pool = make_fake_pool(src);
+  pool->reserve(32 << 20, 4 << 20);
+  const std::size_t calls = src->allocations;
+  std::vector<void*> v;
+  for (int i = 0; i < 4; ++i) v.push_back(pool->allocate(1 << 20, {}));
+  for (int i = 0; i < 10; ++i) v.push_back(pool->allocate(2 << 20, {}));
+  EXPECT_EQ(src->allocations, calls);
+  for (void* p : v) pool->deallocate(p, {});
+}
+
+TEST_F(PoolCoreTest, OutOfMemoryWaitsForOldestPendingThenThrowsWithStats) {
+  PoolOptions o;
+  o.max_bytes = 4 << 20;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* a = pool->allocate(2 << 20, s1.ref());
+  void* b = pool->allocate(2 << 20, s2.ref());
+  s1.submit();
+  s2.submit();
+  pool->deallocate(a, s1.ref());  // oldest pending
+  pool->deallocate(b, s2.ref());
+  void* c = pool->allocate(2 << 20, {});  // at the limit: must wait for a's job
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(s1.waits(), 1u);
+  EXPECT_EQ(s2.waits(), 0u) << "only the oldest pending work is waited for";
+  void* d = pool->allocate(2 << 20, {});
+  EXPECT_EQ(d, b);
+  try {
+    pool->allocate(64, {});
+    FAIL() << "expected PoolOutOfMemory";
+  } catch (const PoolOutOfMemory& e) {
+    EXPECT_EQ(e.stats().reserved_bytes, std::size_t{4} << 20);
+    EXPECT_EQ(e.stats().allocated_bytes, std::size_t{4} << 20);
+    EXPECT_NE(std::string(e.what()).find("max_bytes"), std::string::npos) << e.what();
+  }
+  pool->deallocate(c, {});
+  pool->deallocate(d, {});
+}
+
+TEST_F(PoolCoreTest, DriverRefusalReleasesIdleSegmentsOfTheOtherClassFirst) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* s = pool->allocate(64, {});
+  pool->deallocate(s, {});  // an idle 2 MiB small segment
+  src->refuse_above = 4 << 20;
+  void* big = pool->allocate(3 << 20, {});  // 2 + 3 MiB > 4: only after the idle one goes
+  EXPECT_EQ(pool->stats().small_segments, 0u);
+  EXPECT_EQ(pool->stats().segments_released, 1u);
+  EXPECT_THROW(pool->allocate(3 << 20, {}), PoolOutOfMemory);
+  pool->deallocate(big, {});
+}
+
+TEST_F(PoolCoreTest, SynchronizeWaitsForEveryStreamAndDrainsPending) {
+  auto pool = make_fake_pool(src);
+  for (int i = 0; i < 10; ++i) {
+    FakeStream& s = i % 2 ? s1 : s2;
+    void* p = pool->allocate(1000 * (i + 1), s.ref());
+    s.submit();
+    if (i % 3 == 0) {
+      pool->record_stream(p, (i % 2 ? s2 : s1).ref());
+      (i % 2 ? s2 : s1).submit();
+    }
+    pool->deallocate(p, {});
+  }
+  EXPECT_GT(pool->stats().pending_free_bytes, 0u);
+  pool->synchronize();
+  EXPECT_EQ(pool->stats().pending_free_bytes, 0u);
+  EXPECT_EQ(s1.completed(), s1.submitted());
+  EXPECT_EQ(s2.completed(), s2.submitted());
+  EXPECT_EQ(pool->trim(0), pool->stats().peak_reserved_bytes);
+  EXPECT_EQ(src->live_bytes, 0u);
+}
+
+TEST_F(PoolCoreTest, ThreadCacheIsReturnedWhenTheThreadExits) {
+  auto pool = make_fake_pool(src);
+  std::thread t([&] {
+    void* p = pool->allocate(512, {});
+    pool->deallocate(p, {});
+    EXPECT_EQ(pool->stats().cached_bytes, 512u);
+  });
+  t.join();
+  const PoolStats st = pool->stats();
+  EXPECT_EQ(st.cached_bytes, 0u);
+  EXPECT_EQ(st.allocations, 1u);
+  EXPECT_EQ(st.free_bytes, st.reserved_bytes);
+  EXPECT_EQ(pool->trim(0), std::size_t{2} << 20);
+}
+
+}  // namespace
+}  // namespace hostrt::test

@@ -1,0 +1,123 @@
+// Deterministic stand-ins for the pool's two collaborators: a stream whose completion the test
+// drives by hand, and a segment source of plain page-aligned memory that counts what it hands
+// out and can be told to refuse.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+
+#include "detail/pool/pool_core.hpp"
+#include "detail/pool/segment_source.hpp"
+#include "detail/pool/stream_ref.hpp"
+#include "hostrt/error.hpp"
+
+namespace hostrt::test {
+
+class FakeStream {
+ public:
+  explicit FakeStream(std::uint64_t id) : id_(id) {}
+
+  // A job that will end when complete_to() (or a wait) reaches its point.
+  std::uint64_t submit() { return submitted_.fetch_add(1, std::memory_order_acq_rel) + 1; }
+  void complete_to(std::uint64_t p) {
+    std::uint64_t cur = completed_.load(std::memory_order_acquire);
+    while (cur < p && !completed_.compare_exchange_weak(cur, p, std::memory_order_acq_rel)) {
+    }
+  }
+  void complete_all() { complete_to(submitted()); }
+  std::uint64_t submitted() const { return submitted_.load(std::memory_order_acquire); }
+  std::uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
+  std::uint64_t waits() const { return waits_.load(); }
+  // The next wait_point reports a device fault (after completing, as a failed job ends).
+  void fail_next_wait() { fail_next_ = true; }
+
+  detail::pool::StreamRef ref() { return {this, id_, &kOps}; }
+
+ private:
+  static constexpr detail::pool::StreamOps kOps = {
+      [](const void* s) noexcept { return static_cast<const FakeStream*>(s)->submitted(); },
+      [](const void* s, std::uint64_t p) noexcept { return static_cast<const FakeStream*>(s)->completed() >= p; },
+      [](void* s, std::uint64_t p) {
+        auto* f = static_cast<FakeStream*>(s);
+        ++f->waits_;
+        f->complete_to(p);  // the device gets there while the host sleeps
+        if (f->fail_next_.exchange(false)) throw DeviceFault(EIO, "fake stream: job failed", p);
+      },
+  };
+
+  std::uint64_t id_;
+  std::atomic<std::uint64_t> submitted_{0};
+  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<std::uint64_t> waits_{0};
+  std::atomic<bool> fail_next_{false};
+};
+
+struct SourceCounters {
+  std::mutex mu;
+  std::size_t live_bytes = 0;
+  std::size_t live_segments = 0;
+  std::size_t allocations = 0;
+  std::size_t refuse_above = static_cast<std::size_t>(-1);  // live bytes the "driver" allows
+  std::size_t last_request = 0;
+};
+
+class FakeSource final : public detail::pool::SegmentSource {
+ public:
+  explicit FakeSource(std::shared_ptr<SourceCounters> c) : c_(std::move(c)) {}
+
+  std::unique_ptr<detail::pool::SegmentMemory> allocate(std::size_t bytes) override {
+    {
+      std::lock_guard lk(c_->mu);
+      c_->last_request = bytes;
+      if (c_->live_bytes + bytes > c_->refuse_above)
+        throw OutOfMemory(ENOMEM, "fake source: refused " + std::to_string(bytes));
+      c_->live_bytes += bytes;
+      ++c_->live_segments;
+      ++c_->allocations;
+    }
+    return std::make_unique<Memory>(bytes, c_);
+  }
+
+ private:
+  class Memory final : public detail::pool::SegmentMemory {
+   public:
+    Memory(std::size_t n, std::shared_ptr<SourceCounters> c)
+        : p_(std::aligned_alloc(4096, n)), n_(n), c_(std::move(c)) {}
+    ~Memory() override {
+      std::free(p_);
+      std::lock_guard lk(c_->mu);
+      c_->live_bytes -= n_;
+      --c_->live_segments;
+    }
+    void* data() const noexcept override { return p_; }
+    std::size_t size() const noexcept override { return n_; }
+
+   private:
+    void* p_;
+    std::size_t n_;
+    std::shared_ptr<SourceCounters> c_;
+  };
+
+  std::shared_ptr<SourceCounters> c_;
+};
+
+inline std::shared_ptr<detail::pool::PoolCore> make_fake_pool(const std::shared_ptr<SourceCounters>& c,
+                                                                const PoolOptions& o = {}) {
+  return detail::pool::PoolCore::create(std::make_unique<FakeSource>(c), o);
+}
+
+// The seed for randomized tests: HOSTRT_POOL_SEED when set, otherwise a fresh one.
+inline std::uint64_t test_seed() {
+  if (const char* s = std::getenv("HOSTRT_POOL_SEED")) return std::strtoull(s, nullptr, 0);
+  return std::random_device{}() * 0x100000001ull + std::random_device{}();
+}
+
+}  // namespace hostrt::test
