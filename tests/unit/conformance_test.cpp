@@ -445,6 +445,7 @@ TEST_P(Conformance, CrossStreamWaitOrdersTheConsumerAfterTheProducer) {
   consumer.wait(made);
   consumer.memcpy_async(out.data(), DevicePtr(100), n);
   if (emu()) {
+    emu()->wait_until_stalled();
     EXPECT_FALSE(consumer.query()) << "the consumer ran before the event it waits for";
     emu()->hold_queue(queue_of(producer), false);
   }
@@ -461,6 +462,7 @@ TEST_P(Conformance, IndependentStreamsOvertakeAHeldOne) {
   slow.memcpy_async(DevicePtr(0), a.data(), 64);
   fast.memcpy_async(DevicePtr(64), b.data(), 64);
   fast.synchronize();  // would hang if streams were serialised behind the held one
+  emu()->wait_until_stalled();
   EXPECT_FALSE(slow.reached(1));
   emu()->hold_queue(queue_of(slow), false);
   slow.synchronize();

@@ -295,6 +295,11 @@ void EmulatedBackend::hold_queue(std::uint32_t queue, bool held) {
   work_cv_.notify_all();
 }
 
+void EmulatedBackend::wait_until_stalled() {
+  std::unique_lock lk(m_);
+  done_cv_.wait(lk, [&] { return !running_ && runnable_locked() == nullptr; });
+}
+
 void EmulatedBackend::fail_next_job(int negative_errno) {
   std::lock_guard lk(m_);
   fail_next_ = negative_errno;
@@ -352,9 +357,11 @@ void EmulatedBackend::engine_loop() {
     if (!q) return;  // stop_ with nothing runnable: the destructor drained first
     Job job = std::move(q->jobs.front());
     const std::size_t slot = q->slot;
+    running_ = true;
     lk.unlock();
     run(job, &page_[slot]);
     lk.lock();
+    running_ = false;
     q = nullptr;
     for (auto& b : job.src)
       if (b) --b->inflight;

@@ -51,6 +51,9 @@ class EmulatedBackend final : public DeviceBackend {
 
   // Test hooks. A held queue's jobs stay pending until released (a slow device on demand).
   void hold_queue(std::uint32_t queue, bool held);
+  // Blocks until the engine has nothing it may run: every pending job is held or waits for
+  // an in-sync. Lets a test observe "this job would have run by now" without timing.
+  void wait_until_stalled();
   // The next job the engine runs fails with this negative errno instead of copying.
   void fail_next_job(int negative_errno);
 
@@ -95,6 +98,7 @@ class EmulatedBackend final : public DeviceBackend {
   std::uint64_t pinned_bytes_ = 0;
   int fail_next_ = 0;
   bool stop_ = false;
+  bool running_ = false;  // the engine is executing a job outside the lock
   std::vector<bool> slot_used_;
   Completion* page_ = nullptr;  // kMaxQueues slots, written by the engine only
   unsigned char device_buffer_[kDeviceBufferSize] = {};  // touched by the engine thread only
