@@ -5,6 +5,8 @@
  *   pins      - per open file (and per file whose BOs outlive it): pinned bytes
  *   bos       - every BO with its CPU scatter-gather runs and DMA segments (root only:
  *               physical and bus addresses)
+ *   engine    - DMA engine counters and the jobs it holds
+ *   fault_drop_irqs - write N: the next N DMA interrupts are ignored (tests job timeouts)
  *   selftest  - reading it runs one DMA round trip RAM -> device -> RAM and verifies it
  */
 #include <drm/drm_debugfs.h>
@@ -37,6 +39,32 @@ static int state_show(struct seq_file *m, void *unused)
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(state);
+
+/* Engine counters and the jobs it holds, oldest (running) first. */
+static int engine_show(struct seq_file *m, void *unused)
+{
+	struct edu_accel_device *edev = m->private;
+	struct edu_engine *e = &edev->engine;
+	struct edu_job *job;
+	u64 busy_ns;
+
+	spin_lock_irq(&e->lock);
+	busy_ns = e->busy_ns + (e->busy ? ktime_to_ns(ktime_sub(ktime_get(), e->busy_since)) : 0);
+	seq_printf(m, "busy: %s\n", e->busy ? "yes" : "no");
+	seq_printf(m, "jobs_done: %llu\n", e->jobs_done);
+	seq_printf(m, "jobs_failed: %llu\n", e->jobs_failed);
+	seq_printf(m, "transfers: %llu\n", e->xfers);
+	seq_printf(m, "bytes: %llu\n", e->bytes);
+	seq_printf(m, "busy_ns: %llu\n", busy_ns);
+	seq_printf(m, "drop_irqs: %d\n", atomic_read(&e->drop_irqs));
+	list_for_each_entry(job, &e->jobs, engine_link)
+		seq_printf(m, "job queue=%u seqno=%llu op=%u/%u done=%llu%s\n", job->queue->id,
+			   job->seqno, job->cur_op, job->nops, job->done,
+			   job->error ? " (failing)" : "");
+	spin_unlock_irq(&e->lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(engine);
 
 static int clients_show(struct seq_file *m, void *unused)
 {
@@ -133,7 +161,14 @@ static int selftest_show(struct seq_file *m, void *unused)
 
 	if (!drm_dev_enter(&edev->drm, &idx))
 		return -ENODEV;
+	ret = edu_engine_reserve(edev);
+	if (ret) {
+		seq_puts(m, "SKIP engine busy with jobs\n");
+		drm_dev_exit(idx);
+		return 0;
+	}
 	ret = edu_selftest_run(edev, m);
+	edu_engine_unreserve(edev);
 	drm_dev_exit(idx);
 	/* The verdict is in the text; an error code would hide it from cat. */
 	return ret == -ENOMEM || ret == -ENODEV ? ret : 0;
@@ -149,6 +184,10 @@ void edu_accel_debugfs_init(struct drm_minor *minor)
 	struct edu_accel_device *edev = to_edu(minor->dev);
 
 	debugfs_create_file("state", 0444, minor->debugfs_root, edev, &state_fops);
+	debugfs_create_file("engine", 0444, minor->debugfs_root, edev, &engine_fops);
+	/* Fault injection: ignore the next N DMA interrupts (the job then times out). */
+	debugfs_create_atomic_t("fault_drop_irqs", 0600, minor->debugfs_root,
+				&edev->engine.drop_irqs);
 	debugfs_create_file("pins", 0444, minor->debugfs_root, edev, &clients_fops);
 	debugfs_create_file("bos", 0400, minor->debugfs_root, edev, &bos_fops);
 	debugfs_create_file("selftest", 0400, minor->debugfs_root, edev, &selftest_fops);

@@ -38,7 +38,7 @@ static int edu_ioctl_get_param(struct drm_device *drm, void *data, struct drm_fi
 {
 	struct drm_edu_accel_get_param *args = data;
 	struct edu_accel_device *edev = to_edu(drm);
-	struct edu_client *client = file->driver_priv;
+	struct edu_client *client = edu_file_client(file);
 
 	if (args->pad)
 		return -EINVAL;
@@ -63,6 +63,12 @@ static int edu_ioctl_get_param(struct drm_device *drm, void *data, struct drm_fi
 		break;
 	case EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE:
 		args->value = dma_get_max_seg_size(&edev->pdev->dev);
+		break;
+	case EDU_ACCEL_PARAM_MAX_QUEUES:
+		args->value = EDU_MAX_QUEUES;
+		break;
+	case EDU_ACCEL_PARAM_MAX_OPS:
+		args->value = EDU_MAX_OPS;
 		break;
 	case EDU_ACCEL_PARAM_PINNED_BYTES:
 		args->value = atomic64_read(&client->pinned_bytes);
@@ -91,12 +97,18 @@ EDU_GUARDED(edu_ioctl_get_param)
 EDU_GUARDED(edu_ioctl_bo_create)
 EDU_GUARDED(edu_ioctl_bo_userptr)
 EDU_GUARDED(edu_ioctl_bo_info)
+EDU_GUARDED(edu_ioctl_queue_create)
+EDU_GUARDED(edu_ioctl_queue_destroy)
+EDU_GUARDED(edu_ioctl_submit)
 
 static const struct drm_ioctl_desc edu_accel_ioctls[] = {
 	EDU_IOCTL(GET_PARAM, edu_ioctl_get_param),
 	EDU_IOCTL(BO_CREATE, edu_ioctl_bo_create),
 	EDU_IOCTL(BO_USERPTR, edu_ioctl_bo_userptr),
 	EDU_IOCTL(BO_INFO, edu_ioctl_bo_info),
+	EDU_IOCTL(QUEUE_CREATE, edu_ioctl_queue_create),
+	EDU_IOCTL(QUEUE_DESTROY, edu_ioctl_queue_destroy),
+	EDU_IOCTL(SUBMIT, edu_ioctl_submit),
 };
 
 static void edu_client_release(struct kref *ref)
@@ -121,6 +133,7 @@ static int edu_accel_open(struct drm_device *drm, struct drm_file *file)
 {
 	struct edu_accel_device *edev = to_edu(drm);
 	struct edu_client *client;
+	int ret;
 
 	client = kzalloc(sizeof(*client), GFP_KERNEL);
 	if (!client)
@@ -133,13 +146,18 @@ static int edu_accel_open(struct drm_device *drm, struct drm_file *file)
 	mutex_lock(&edev->obj_lock);
 	list_add_tail(&client->link, &edev->clients);
 	mutex_unlock(&edev->obj_lock);
-	file->driver_priv = client;
-	return 0;
+	ret = edu_file_open(file, client);
+	if (ret)
+		edu_client_put(client);
+	return ret;
 }
 
 static void edu_accel_postclose(struct drm_device *drm, struct drm_file *file)
 {
-	edu_client_put(file->driver_priv);
+	struct edu_client *client = edu_file_client(file);
+
+	edu_file_close(file);
+	edu_client_put(client);
 }
 
 DEFINE_DRM_GEM_FOPS(edu_accel_fops);
@@ -230,6 +248,12 @@ static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = edu_hw_init(edev);
 	if (ret)
 		return ret;
+	ret = edu_engine_init(edev);
+	if (ret)
+		return ret;
+	ret = edu_sched_init(edev);
+	if (ret)
+		return ret;
 	ret = edu_accel_setup_irq(edev);
 	if (ret) {
 		drm_err(&edev->drm, "no interrupt: %d\n", ret);
@@ -249,6 +273,9 @@ static void edu_accel_remove(struct pci_dev *pdev)
 	struct edu_accel_device *edev = pci_get_drvdata(pdev);
 
 	drm_dev_unplug(&edev->drm);
+	/* Files are closed, but their last jobs may still run: let them end while IRQs work. */
+	edu_engine_fini(edev);
+	edu_sched_drain(edev);
 }
 
 static const struct pci_device_id edu_accel_ids[] = {

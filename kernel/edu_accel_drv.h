@@ -3,10 +3,13 @@
 #define EDU_ACCEL_DRV_H
 
 #include <drm/drm_device.h>
+#include <drm/gpu_scheduler.h>
 #include <linux/completion.h>
 #include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+
+#include "edu_accel_job.h"
 
 #define EDU_ACCEL_NAME		"edu_accel"
 #define EDU_ACCEL_UAPI_MAJOR	1
@@ -29,6 +32,8 @@
  * @clients: accounting of every client with an open file or a live BO
  * @pinned_bytes: bytes pinned by all BOs of this device
  * @next_client_id: numbering of clients in debugfs
+ * @engine: the DMA engine's state machine
+ * @sched: the scheduler feeding it; each queue is an entity on it
  */
 struct edu_accel_device {
 	struct drm_device drm;
@@ -46,6 +51,8 @@ struct edu_accel_device {
 	struct list_head clients;
 	atomic64_t pinned_bytes;
 	atomic64_t next_client_id;
+	struct edu_engine engine;
+	struct drm_gpu_scheduler sched;
 };
 
 /**

@@ -294,7 +294,7 @@ int edu_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *fil
 
 	if (args->flags)
 		return -EINVAL;
-	bo = edu_bo_create(to_edu(drm), file->driver_priv, args->size, false);
+	bo = edu_bo_create(to_edu(drm), edu_file_client(file), args->size, false);
 	if (IS_ERR(bo))
 		return PTR_ERR(bo);
 	ret = drm_gem_handle_create(file, &bo->base, &handle);
@@ -381,7 +381,7 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 
 	drm_gem_private_object_init(drm, &bo->base, (size_t)bo->npages << PAGE_SHIFT);
 	bo->base.funcs = &edu_bo_funcs;
-	edu_bo_publish(edev, file->driver_priv, bo);
+	edu_bo_publish(edev, edu_file_client(file), bo);
 	/* From here the free callback owns the teardown. */
 	ret = drm_gem_handle_create(file, &bo->base, &handle);
 	if (!ret)

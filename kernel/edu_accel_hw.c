@@ -4,10 +4,12 @@
  */
 #include <drm/drm_print.h>
 #include <linux/io.h>
+#include <linux/iopoll.h>
 #include <linux/random.h>
 
 #include "edu_accel_drv.h"
 #include "edu_accel_hw.h"
+#include "edu_accel_job.h"
 
 /* The device may need a full 100 ms of virtual time per DMA; allow for a loaded host. */
 #define EDU_DMA_TIMEOUT_MS	10000
@@ -73,13 +75,56 @@ irqreturn_t edu_hw_irq(int irq, void *arg)
 	atomic64_inc(&edev->irq_count);
 	if (status & EDU_IRQ_DMA) {
 		atomic64_inc(&edev->dma_count);
-		complete(&edev->dma_done);
+		/* The self test owns the channel only while the engine is reserved for it. */
+		if (READ_ONCE(edev->engine.reserved))
+			complete(&edev->dma_done);
+		else
+			edu_engine_irq(edev);
 	}
 	return IRQ_HANDLED;
 }
 
+static void edu_program(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, u32 len,
+			bool to_ram)
+{
+	u64 dev_addr = EDU_DEV_BUF_ADDR + dev_off;
+
+	edu_wr64(edev, EDU_REG_DMA_SRC, to_ram ? dev_addr : ram);
+	edu_wr64(edev, EDU_REG_DMA_DST, to_ram ? ram : dev_addr);
+	edu_wr64(edev, EDU_REG_DMA_COUNT, len);
+	edu_wr64(edev, EDU_REG_DMA_CMD, EDU_DMA_CMD_START | EDU_DMA_CMD_IRQ |
+		 (to_ram ? EDU_DMA_CMD_TO_RAM : 0));
+}
+
 /**
- * edu_hw_dma_sync - run one DMA transfer and wait for its interrupt
+ * edu_hw_start_xfer - program one transfer of a job; its end raises EDU_IRQ_DMA
+ * @edev: the device
+ * @x: the transfer, already validated against the device buffer and the DMA mask
+ *
+ * Called with the engine lock held.
+ */
+void edu_hw_start_xfer(struct edu_accel_device *edev, const struct edu_xfer *x)
+{
+	edu_program(edev, x->ram, x->dev_off, x->len, x->to_ram);
+}
+
+/**
+ * edu_hw_wait_idle - wait until no DMA transfer runs
+ * @edev: the device
+ * @timeout_us: how long to wait
+ * @cmd: out, the last value of the command register
+ *
+ * Return: 0, or -ETIMEDOUT.
+ */
+int edu_hw_wait_idle(struct edu_accel_device *edev, u64 timeout_us, u32 *cmd)
+{
+	return readl_poll_timeout(edev->regs + EDU_REG_DMA_CMD, *cmd,
+				  !(*cmd & EDU_DMA_CMD_START), 1000, timeout_us);
+}
+
+/**
+ * edu_hw_dma_sync - run one DMA transfer and wait for its interrupt (self test only; the
+ * caller has reserved the engine)
  * @edev: the device
  * @ram: DMA address of the RAM side, mapped for this device
  * @dev_off: offset in the device buffer
@@ -92,8 +137,6 @@ irqreturn_t edu_hw_irq(int irq, void *arg)
 int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, u32 len,
 		    bool to_ram)
 {
-	u64 dev_addr = EDU_DEV_BUF_ADDR + dev_off;
-	u32 cmd = EDU_DMA_CMD_START | EDU_DMA_CMD_IRQ | (to_ram ? EDU_DMA_CMD_TO_RAM : 0);
 	int ret = 0;
 
 	if (!len || len > EDU_MAX_XFER || dev_off + len >= EDU_DEV_BUF_SIZE)
@@ -104,10 +147,7 @@ int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, 
 
 	mutex_lock(&edev->dma_lock);
 	reinit_completion(&edev->dma_done);
-	edu_wr64(edev, EDU_REG_DMA_SRC, to_ram ? dev_addr : ram);
-	edu_wr64(edev, EDU_REG_DMA_DST, to_ram ? ram : dev_addr);
-	edu_wr64(edev, EDU_REG_DMA_COUNT, len);
-	edu_wr64(edev, EDU_REG_DMA_CMD, cmd);
+	edu_program(edev, ram, dev_off, len, to_ram);
 	if (!wait_for_completion_timeout(&edev->dma_done,
 					 msecs_to_jiffies(EDU_DMA_TIMEOUT_MS)))
 		ret = -ETIMEDOUT;

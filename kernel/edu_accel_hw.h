@@ -10,6 +10,7 @@
 #include <linux/types.h>
 
 struct edu_accel_device;
+struct edu_xfer;
 
 #define EDU_REG_ID		0x00
 #define   EDU_ID_MAGIC_MASK	0xff
@@ -38,6 +39,8 @@ struct edu_accel_device;
 #define EDU_MAX_XFER		(EDU_DEV_BUF_SIZE - 1)
 
 int edu_hw_init(struct edu_accel_device *edev);
+void edu_hw_start_xfer(struct edu_accel_device *edev, const struct edu_xfer *x);
+int edu_hw_wait_idle(struct edu_accel_device *edev, u64 timeout_us, u32 *cmd);
 irqreturn_t edu_hw_irq(int irq, void *arg);
 int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, u32 len,
 		    bool to_ram);

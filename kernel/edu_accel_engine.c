@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * edu_accel engine: runs jobs through edu's single DMA channel.
+ *
+ * The scheduler hands jobs over in order (run_job); the engine cuts each copy into edu
+ * transfers of 1..EDU_MAX_XFER bytes, as few as the DMA segments allow, and programs the
+ * next transfer from the interrupt handler, so the channel never waits for a thread while
+ * work is queued. A job ends when its last transfer's interrupt arrives: the engine writes the
+ * queue's completion slot (read by userspace without a syscall), then signals the job's
+ * hardware fence.
+ */
+#include <drm/drm_print.h>
+#include <linux/dma-fence.h>
+#include <linux/iopoll.h>
+#include <linux/ktime.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+
+#include <uapi/drm/edu_accel.h>
+
+#include "edu_accel_drv.h"
+#include "edu_accel_gem.h"
+#include "edu_accel_hw.h"
+#include "edu_accel_job.h"
+#include "edu_accel_trace.h"
+
+static const char *edu_fence_driver_name(struct dma_fence *fence)
+{
+	return EDU_ACCEL_NAME;
+}
+
+static const char *edu_fence_timeline_name(struct dma_fence *fence)
+{
+	return "edu-dma";
+}
+
+static const struct dma_fence_ops edu_fence_ops = {
+	.get_driver_name = edu_fence_driver_name,
+	.get_timeline_name = edu_fence_timeline_name,
+};
+
+/*
+ * The longest run of DMA-contiguous bytes at scatter-gather offset @off, at most @max.
+ * Lookups within one copy only move forward, so the cursor makes a whole copy O(segments).
+ */
+static u32 edu_sg_span(struct edu_sg_cursor *cur, struct edu_bo *bo, u64 off, u32 max,
+		       dma_addr_t *addr)
+{
+	u64 len;
+
+	if (!cur->sg || off < cur->base) {
+		cur->sg = bo->sgt.sgl;
+		cur->base = 0;
+	}
+	while (off >= cur->base + sg_dma_len(cur->sg)) {
+		cur->base += sg_dma_len(cur->sg);
+		cur->sg = sg_next(cur->sg);
+	}
+	*addr = sg_dma_address(cur->sg) + (off - cur->base);
+	len = cur->base + sg_dma_len(cur->sg) - off;
+	return min_t(u64, len, max);
+}
+
+static void edu_job_next_op(struct edu_job *job)
+{
+	job->cur_op++;
+	job->done = 0;
+	job->storing = false;
+	job->chunk = 0;
+	job->chunk_pos = 0;
+	job->src_cur.sg = NULL;
+	job->dst_cur.sg = NULL;
+}
+
+/* Fills @x with the job's next transfer; false when every byte has been issued. */
+static bool edu_job_next_xfer(struct edu_job *job, struct edu_xfer *x)
+{
+	while (job->cur_op < job->nops) {
+		struct edu_op *op = &job->ops[job->cur_op];
+		u64 left = op->size - job->done;
+
+		switch (op->type) {
+		case EDU_ACCEL_OP_H2D:
+		case EDU_ACCEL_OP_D2H:
+			if (!left)
+				break;
+			x->to_ram = op->type == EDU_ACCEL_OP_D2H;
+			if (x->to_ram) {
+				x->len = edu_sg_span(&job->dst_cur, op->dst, op->dst_off + job->done,
+						     left, &x->ram);
+				x->dev_off = op->src_off + job->done;
+			} else {
+				x->len = edu_sg_span(&job->src_cur, op->src, op->src_off + job->done,
+						     left, &x->ram);
+				x->dev_off = op->dst_off + job->done;
+			}
+			job->done += x->len;
+			return true;
+		case EDU_ACCEL_OP_H2H:
+			/* Staged through the device buffer: load a chunk, then store it. */
+			if (!job->chunk) {
+				if (!left)
+					break;
+				job->chunk = min_t(u64, left, EDU_MAX_XFER);
+			}
+			if (!job->storing && job->chunk_pos == job->chunk) {
+				job->storing = true;
+				job->chunk_pos = 0;
+			}
+			if (job->chunk_pos < job->chunk) {
+				u64 at = job->done + job->chunk_pos;
+				u32 want = job->chunk - job->chunk_pos;
+
+				x->to_ram = job->storing;
+				x->len = job->storing ?
+					 edu_sg_span(&job->dst_cur, op->dst, op->dst_off + at, want, &x->ram) :
+					 edu_sg_span(&job->src_cur, op->src, op->src_off + at, want, &x->ram);
+				x->dev_off = job->chunk_pos;
+				job->chunk_pos += x->len;
+				return true;
+			}
+			job->done += job->chunk;
+			job->chunk = 0;
+			job->chunk_pos = 0;
+			job->storing = false;
+			continue;
+		}
+		edu_job_next_op(job);
+	}
+	return false;
+}
+
+/* Called with the engine lock held; the job is off the engine's list. */
+static void edu_job_complete(struct edu_accel_device *edev, struct edu_job *job, int error)
+{
+	struct edu_engine *e = &edev->engine;
+	struct drm_edu_accel_completion *slot = job->queue->slot;
+	struct dma_fence *fence = job->hw_fence;
+
+	if (error) {
+		WRITE_ONCE(slot->failed, job->seqno);
+		WRITE_ONCE(slot->error, error);
+		dma_fence_set_error(fence, error);
+		e->jobs_failed++;
+	} else {
+		e->jobs_done++;
+	}
+	/* Readers that see "completed" must also see the failure it may carry. */
+	smp_wmb();
+	WRITE_ONCE(slot->completed, job->seqno);
+	trace_edu_job_done(job->queue->id, job->seqno, error);
+	/* The job may be freed once its fence signals: drop our pointer first. */
+	job->hw_fence = NULL;
+	dma_fence_signal_locked(fence);
+	dma_fence_put(fence);
+}
+
+static void edu_engine_set_busy(struct edu_engine *e, bool busy)
+{
+	ktime_t now = ktime_get();
+
+	if (busy && !e->busy)
+		e->busy_since = now;
+	else if (!busy && e->busy)
+		e->busy_ns += ktime_to_ns(ktime_sub(now, e->busy_since));
+	e->busy = busy;
+}
+
+/* Starts the next transfer of the first runnable job; completes jobs with nothing left. */
+static void edu_engine_kick_locked(struct edu_accel_device *edev)
+{
+	struct edu_engine *e = &edev->engine;
+	struct edu_job *job;
+	struct edu_xfer x;
+
+	lockdep_assert_held(&e->lock);
+	if (e->busy || e->reserved)
+		return;
+	while ((job = list_first_entry_or_null(&e->jobs, struct edu_job, engine_link))) {
+		if (!job->error && edu_job_next_xfer(job, &x)) {
+			edu_engine_set_busy(e, true);
+			e->inflight = x.len;
+			trace_edu_xfer_start(job->queue->id, job->seqno, x.ram, x.dev_off, x.len,
+					     x.to_ram);
+			edu_hw_start_xfer(edev, &x);
+			return;
+		}
+		list_del_init(&job->engine_link);
+		edu_job_complete(edev, job, job->error);
+	}
+	wake_up_all(&e->idle);
+}
+
+/**
+ * edu_engine_push - hand a job to the engine (the scheduler's run_job)
+ * @edev: the device
+ * @job: the job; job->error set means "complete it, in order, with that error"
+ *
+ * Return: the hardware fence, with a reference for the caller, or an ERR_PTR.
+ */
+struct dma_fence *edu_engine_push(struct edu_accel_device *edev, struct edu_job *job)
+{
+	struct edu_engine *e = &edev->engine;
+	struct dma_fence *fence;
+	unsigned long flags;
+
+	fence = kzalloc(sizeof(*fence), GFP_KERNEL);
+	if (!fence)
+		return ERR_PTR(-ENOMEM);
+	spin_lock_irqsave(&e->lock, flags);
+	dma_fence_init(fence, &edu_fence_ops, &e->lock, e->fence_ctx, ++e->fence_seqno);
+	job->hw_fence = dma_fence_get(fence);
+	job->progress = e->xfers;
+	list_add_tail(&job->engine_link, &e->jobs);
+	edu_engine_kick_locked(edev);
+	spin_unlock_irqrestore(&e->lock, flags);
+	return fence;
+}
+
+/**
+ * edu_engine_irq - a DMA transfer ended: program the next one, or finish the job
+ * @edev: the device
+ *
+ * Called from the interrupt handler.
+ */
+void edu_engine_irq(struct edu_accel_device *edev)
+{
+	struct edu_engine *e = &edev->engine;
+	struct edu_job *job;
+	struct edu_xfer x;
+
+	spin_lock(&e->lock);
+	if (!e->busy)
+		goto out;	/* late interrupt of a transfer already given up */
+	if (atomic_dec_if_positive(&e->drop_irqs) >= 0)
+		goto out;	/* fault injection: behave as if it never came */
+	job = list_first_entry(&e->jobs, struct edu_job, engine_link);
+	e->xfers++;
+	e->bytes += e->inflight;
+	trace_edu_xfer_done(job->queue->id, job->seqno);
+	if (edu_job_next_xfer(job, &x)) {
+		trace_edu_xfer_start(job->queue->id, job->seqno, x.ram, x.dev_off, x.len,
+				     x.to_ram);
+		edu_hw_start_xfer(edev, &x);
+		e->inflight = x.len;
+		goto out;
+	}
+	edu_engine_set_busy(e, false);
+	list_del_init(&job->engine_link);
+	edu_job_complete(edev, job, 0);
+	edu_engine_kick_locked(edev);
+out:
+	spin_unlock(&e->lock);
+}
+
+/**
+ * edu_engine_timeout - the scheduler's timer fired for @job
+ * @edev: the device
+ * @job: the oldest job the scheduler is waiting for
+ *
+ * A job that moved since the last look is slow, not stuck (a large copy on a slow machine).
+ * One that did not is failed with -ETIMEDOUT so that the jobs behind it run.
+ *
+ * Return: true when the job was failed now.
+ */
+bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
+{
+	struct edu_engine *e = &edev->engine;
+	unsigned long flags;
+	bool failed = false;
+	u32 cmd;
+
+	/* A transfer really in flight ends within edu's 100 ms; let it before giving up. */
+	edu_hw_wait_idle(edev, 500 * USEC_PER_MSEC, &cmd);
+
+	spin_lock_irqsave(&e->lock, flags);
+	if (list_first_entry_or_null(&e->jobs, struct edu_job, engine_link) != job)
+		goto out;	/* finished meanwhile, or still behind another job */
+	if (e->xfers != job->progress) {
+		job->progress = e->xfers;
+		goto out;
+	}
+	drm_notice(&edev->drm, "queue %u job %llu made no progress: failing it\n",
+		   job->queue->id, job->seqno);
+	edu_engine_set_busy(e, false);
+	list_del_init(&job->engine_link);
+	edu_job_complete(edev, job, -ETIMEDOUT);
+	edu_engine_kick_locked(edev);
+	failed = true;
+out:
+	spin_unlock_irqrestore(&e->lock, flags);
+	return failed;
+}
+
+/**
+ * edu_engine_reserve - take the DMA channel for the self test
+ * @edev: the device
+ *
+ * Return: 0, or -EBUSY while jobs are queued.
+ */
+int edu_engine_reserve(struct edu_accel_device *edev)
+{
+	struct edu_engine *e = &edev->engine;
+	int ret = 0;
+
+	spin_lock_irq(&e->lock);
+	if (e->reserved || !list_empty(&e->jobs))
+		ret = -EBUSY;
+	else
+		e->reserved = true;
+	spin_unlock_irq(&e->lock);
+	return ret;
+}
+
+/**
+ * edu_engine_unreserve - give the DMA channel back and run what queued up meanwhile
+ * @edev: the device
+ */
+void edu_engine_unreserve(struct edu_accel_device *edev)
+{
+	struct edu_engine *e = &edev->engine;
+
+	spin_lock_irq(&e->lock);
+	e->reserved = false;
+	edu_engine_kick_locked(edev);
+	spin_unlock_irq(&e->lock);
+}
+
+/**
+ * edu_engine_init - set up the engine of a device
+ * @edev: the device
+ *
+ * Return: 0.
+ */
+int edu_engine_init(struct edu_accel_device *edev)
+{
+	struct edu_engine *e = &edev->engine;
+
+	spin_lock_init(&e->lock);
+	INIT_LIST_HEAD(&e->jobs);
+	init_waitqueue_head(&e->idle);
+	e->fence_ctx = dma_fence_context_alloc(1);
+	return 0;
+}
+
+/**
+ * edu_engine_fini - the device is going away: let queued work drain, fail what remains
+ * @edev: the device
+ */
+void edu_engine_fini(struct edu_accel_device *edev)
+{
+	struct edu_engine *e = &edev->engine;
+	struct edu_job *job, *tmp;
+
+	wait_event_timeout(e->idle, list_empty(&e->jobs), 30 * HZ);
+	spin_lock_irq(&e->lock);
+	edu_engine_set_busy(e, false);
+	list_for_each_entry_safe(job, tmp, &e->jobs, engine_link) {
+		list_del_init(&job->engine_link);
+		edu_job_complete(edev, job, -ENODEV);
+	}
+	spin_unlock_irq(&e->lock);
+}

@@ -1,0 +1,571 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * edu_accel queues and jobs.
+ *
+ * A queue is a drm_sched entity on the device's one scheduler, so its jobs run in order and
+ * queues interleave. SUBMIT validates everything first, takes a reference on every BO a job
+ * touches (released only when the job is freed, after its fence signalled), turns in-fences
+ * into scheduler dependencies and out-syncobjs into points on the job's finished fence.
+ * Completion is also published per queue in a page userspace maps read-only.
+ */
+#include <drm/drm_drv.h>
+#include <drm/drm_file.h>
+#include <drm/drm_managed.h>
+#include <drm/drm_print.h>
+#include <drm/drm_syncobj.h>
+#include <linux/delay.h>
+#include <linux/dma-fence-chain.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include <uapi/drm/edu_accel.h>
+
+#include "edu_accel_compat.h"
+#include "edu_accel_drv.h"
+#include "edu_accel_gem.h"
+#include "edu_accel_hw.h"
+#include "edu_accel_job.h"
+#include "edu_accel_trace.h"
+
+/* Jobs the engine may hold at once: enough that the next one is always ready. */
+#define EDU_SCHED_CREDITS	8
+
+static unsigned int job_timeout_ms = 5000;
+module_param(job_timeout_ms, uint, 0444);
+MODULE_PARM_DESC(job_timeout_ms,
+		 "A running job that moves no byte for this long is failed with -ETIMEDOUT (default 5000)");
+
+static void edu_queue_release(struct kref *ref)
+{
+	struct edu_queue *q = container_of(ref, struct edu_queue, ref);
+
+	drm_gem_object_put(&q->completion->base);
+	mutex_destroy(&q->submit_lock);
+	kfree(q);
+}
+
+static void edu_queue_put(struct edu_queue *q)
+{
+	kref_put(&q->ref, edu_queue_release);
+}
+
+static struct dma_fence *edu_sched_run_job(struct drm_sched_job *sched_job)
+{
+	struct edu_job *job = to_edu_job(sched_job);
+	struct edu_accel_device *edev = job->queue->edev;
+
+	/* A failed dependency or a killed entity: complete in order, with that error. */
+	if (sched_job->s_fence->finished.error)
+		job->error = sched_job->s_fence->finished.error;
+	return edu_engine_push(edev, job);
+}
+
+static enum drm_gpu_sched_stat edu_sched_timedout_job(struct drm_sched_job *sched_job)
+{
+	struct edu_job *job = to_edu_job(sched_job);
+	struct drm_gpu_scheduler *sched = sched_job->sched;
+
+	edu_engine_timeout(job->queue->edev, job);
+	/*
+	 * The scheduler took the job off its pending list for us; whether it failed now, is
+	 * still moving, or finished meanwhile, it goes back so that it is freed in order
+	 * (as drm_sched_stop() does with the bad job).
+	 */
+	spin_lock(&sched->job_list_lock);
+	list_add(&sched_job->list, &sched->pending_list);
+	spin_unlock(&sched->job_list_lock);
+	return DRM_GPU_SCHED_STAT_NOMINAL;
+}
+
+static void edu_job_put_bos(struct edu_job *job)
+{
+	u32 i;
+
+	for (i = 0; i < job->nops; i++) {
+		if (job->ops[i].src)
+			drm_gem_object_put(&job->ops[i].src->base);
+		if (job->ops[i].dst)
+			drm_gem_object_put(&job->ops[i].dst->base);
+	}
+}
+
+static void edu_sched_free_job(struct drm_sched_job *sched_job)
+{
+	struct edu_job *job = to_edu_job(sched_job);
+
+	drm_sched_job_cleanup(sched_job);
+	edu_job_put_bos(job);
+	edu_queue_put(job->queue);
+	kfree(job);
+}
+
+static const struct drm_sched_backend_ops edu_sched_ops = {
+	.run_job = edu_sched_run_job,
+	.timedout_job = edu_sched_timedout_job,
+	.free_job = edu_sched_free_job,
+};
+
+static void edu_sched_fini(struct drm_device *drm, void *unused)
+{
+	drm_sched_fini(&to_edu(drm)->sched);
+}
+
+/**
+ * edu_sched_init - the device's scheduler, torn down with the DRM device
+ * @edev: the device
+ *
+ * Return: 0 or a negative errno.
+ */
+int edu_sched_init(struct edu_accel_device *edev)
+{
+	long timeout = msecs_to_jiffies(job_timeout_ms ?: 1);
+	int ret;
+
+#ifdef EDU_HAVE_SCHED_INIT_ARGS
+	const struct drm_sched_init_args args = {
+		.ops = &edu_sched_ops,
+		.credit_limit = EDU_SCHED_CREDITS,
+		.timeout = timeout,
+		.name = dev_name(&edev->pdev->dev),
+		.dev = &edev->pdev->dev,
+	};
+
+	ret = drm_sched_init(&edev->sched, &args);
+#else
+	ret = drm_sched_init(&edev->sched, &edu_sched_ops, EDU_SCHED_CREDITS, 0, timeout, NULL,
+			     NULL, dev_name(&edev->pdev->dev), &edev->pdev->dev);
+#endif
+	if (ret)
+		return ret;
+	return drmm_add_action_or_reset(&edev->drm, edu_sched_fini, NULL);
+}
+
+/**
+ * edu_sched_drain - wait until the scheduler has freed every finished job
+ * @edev: the device
+ *
+ * The scheduler thread frees finished jobs (and so drops their BOs' pins) on its own time;
+ * drm_sched_fini() would not, so removal waits for it.
+ */
+void edu_sched_drain(struct edu_accel_device *edev)
+{
+	struct drm_gpu_scheduler *sched = &edev->sched;
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		bool empty;
+
+		spin_lock(&sched->job_list_lock);
+		empty = list_empty(&sched->pending_list);
+		spin_unlock(&sched->job_list_lock);
+		if (empty)
+			return;
+		msleep(10);
+	}
+	drm_notice(&edev->drm, "scheduler still holds jobs at removal\n");
+}
+
+/**
+ * edu_file_open - per-file state
+ * @file: the new file
+ * @client: its accounting (the file's reference passes to the state)
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int edu_file_open(struct drm_file *file, struct edu_client *client)
+{
+	struct edu_file *ef = kzalloc(sizeof(*ef), GFP_KERNEL);
+
+	if (!ef)
+		return -ENOMEM;
+	ef->client = client;
+	mutex_init(&ef->lock);
+	xa_init_flags(&ef->queues, XA_FLAGS_ALLOC1);
+	file->driver_priv = ef;
+	return 0;
+}
+
+static void edu_queue_destroy(struct edu_queue *q)
+{
+	mutex_lock(&q->submit_lock);
+	q->dead = true;
+	mutex_unlock(&q->submit_lock);
+	/* Waits until the entity's jobs reached the engine; they keep the queue alive. */
+	drm_sched_entity_destroy(&q->entity);
+	edu_queue_put(q);
+}
+
+/**
+ * edu_file_close - destroy the file's queues (their jobs still finish or are killed) and
+ * free the per-file state; the client accounting is the caller's
+ * @file: the file
+ */
+void edu_file_close(struct drm_file *file)
+{
+	struct edu_file *ef = file->driver_priv;
+	struct edu_queue *q;
+	unsigned long id;
+
+	xa_for_each(&ef->queues, id, q)
+		edu_queue_destroy(q);
+	xa_destroy(&ef->queues);
+	if (ef->completion)
+		drm_gem_object_put(&ef->completion->base);
+	mutex_destroy(&ef->lock);
+	kfree(ef);
+}
+
+/* The page of completion slots, created (with a handle) by the file's first queue. */
+static int edu_file_completion(struct edu_accel_device *edev, struct drm_file *file)
+{
+	struct edu_file *ef = file->driver_priv;
+	struct edu_bo *bo;
+	int ret;
+
+	lockdep_assert_held(&ef->lock);
+	if (ef->completion)
+		return 0;
+	BUILD_BUG_ON(EDU_MAX_QUEUES * sizeof(struct drm_edu_accel_completion) > PAGE_SIZE);
+	bo = edu_bo_create(edev, ef->client, PAGE_SIZE, true);
+	if (IS_ERR(bo))
+		return PTR_ERR(bo);
+	ret = drm_gem_handle_create(file, &bo->base, &ef->completion_handle);
+	if (ret) {
+		drm_gem_object_put(&bo->base);
+		return ret;
+	}
+	ef->completion = bo;	/* the file's own reference, beside the handle's */
+	return 0;
+}
+
+int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct drm_edu_accel_queue_create *args = data;
+	struct edu_accel_device *edev = to_edu(drm);
+	struct edu_file *ef = file->driver_priv;
+	struct drm_gpu_scheduler *sched = &edev->sched;
+	struct edu_queue *q;
+	u32 id;
+	int ret;
+
+	if (args->flags)
+		return -EINVAL;
+	q = kzalloc(sizeof(*q), GFP_KERNEL);
+	if (!q)
+		return -ENOMEM;
+	kref_init(&q->ref);
+	q->edev = edev;
+	mutex_init(&q->submit_lock);
+	ret = drm_sched_entity_init(&q->entity, DRM_SCHED_PRIORITY_NORMAL, &sched, 1, NULL);
+	if (ret)
+		goto free;
+
+	mutex_lock(&ef->lock);
+	ret = edu_file_completion(edev, file);
+	if (ret)
+		goto unlock;
+	ret = xa_alloc(&ef->queues, &id, q, XA_LIMIT(1, EDU_MAX_QUEUES), GFP_KERNEL);
+	if (ret) {
+		ret = ret == -EBUSY ? -ENOSPC : ret;
+		goto unlock;
+	}
+	q->id = id;
+	drm_gem_object_get(&ef->completion->base);
+	q->completion = ef->completion;
+	q->slot = (struct drm_edu_accel_completion *)ef->completion->vaddr + (id - 1);
+	memset(q->slot, 0, sizeof(*q->slot));
+	args->queue = id;
+	args->completion_handle = ef->completion_handle;
+	args->completion_offset = (id - 1) * sizeof(struct drm_edu_accel_completion);
+	mutex_unlock(&ef->lock);
+	return 0;
+
+unlock:
+	mutex_unlock(&ef->lock);
+	drm_sched_entity_destroy(&q->entity);
+free:
+	mutex_destroy(&q->submit_lock);
+	kfree(q);
+	return ret;
+}
+
+int edu_ioctl_queue_destroy(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct drm_edu_accel_queue_destroy *args = data;
+	struct edu_file *ef = file->driver_priv;
+	struct edu_queue *q;
+
+	if (args->pad)
+		return -EINVAL;
+	q = xa_erase(&ef->queues, args->queue);
+	if (!q)
+		return -ENOENT;
+	edu_queue_destroy(q);
+	return 0;
+}
+
+/* Byte range [off, off + size) lies inside a span of @limit bytes. */
+static bool edu_range_ok(u64 off, u64 size, u64 limit)
+{
+	return size && off <= limit && size <= limit - off;
+}
+
+static int edu_op_bo(struct drm_file *file, u32 handle, u64 off, u64 size, bool write,
+		     struct edu_bo **bo_out, u64 *sg_off)
+{
+	struct edu_bo *bo = edu_bo_lookup(file, handle);
+
+	if (!bo)
+		return -ENOENT;
+	*bo_out = bo;	/* the job's reference, dropped with the job */
+	if (!edu_range_ok(off, size, bo->size))
+		return -EINVAL;
+	if (write && (bo->flags & EDU_ACCEL_BO_INFO_READONLY))
+		return -EACCES;
+	if (bo->readonly_map)
+		return -EACCES;	/* the completion page is the driver's alone */
+	*sg_off = bo->offset + off;
+	return 0;
+}
+
+static int edu_op_prepare(struct drm_file *file, const struct drm_edu_accel_copy_op *u,
+			  struct edu_op *op)
+{
+	int ret;
+
+	if (u->flags)
+		return -EINVAL;
+	op->type = u->type;
+	op->size = u->size;
+	switch (u->type) {
+	case EDU_ACCEL_OP_H2D:
+		if (u->dst_handle || !edu_range_ok(u->dst_offset, u->size, EDU_MAX_XFER))
+			return -EINVAL;
+		op->dst_off = u->dst_offset;
+		return edu_op_bo(file, u->src_handle, u->src_offset, u->size, false, &op->src,
+				 &op->src_off);
+	case EDU_ACCEL_OP_D2H:
+		if (u->src_handle || !edu_range_ok(u->src_offset, u->size, EDU_MAX_XFER))
+			return -EINVAL;
+		op->src_off = u->src_offset;
+		return edu_op_bo(file, u->dst_handle, u->dst_offset, u->size, true, &op->dst,
+				 &op->dst_off);
+	case EDU_ACCEL_OP_H2H:
+		ret = edu_op_bo(file, u->src_handle, u->src_offset, u->size, false, &op->src,
+				&op->src_off);
+		if (ret)
+			return ret;
+		return edu_op_bo(file, u->dst_handle, u->dst_offset, u->size, true, &op->dst,
+				 &op->dst_off);
+	default:
+		return -EINVAL;
+	}
+}
+
+static struct edu_job *edu_job_build(struct drm_file *file, const struct drm_edu_accel_submit *args)
+{
+	const struct drm_edu_accel_copy_op __user *uops = u64_to_user_ptr(args->ops);
+	struct drm_edu_accel_copy_op u;
+	struct edu_job *job;
+	u32 i;
+	int ret;
+
+	job = kzalloc(struct_size(job, ops, args->op_count), GFP_KERNEL);
+	if (!job)
+		return ERR_PTR(-ENOMEM);
+	for (i = 0; i < args->op_count; i++) {
+		if (copy_from_user(&u, &uops[i], sizeof(u))) {
+			ret = -EFAULT;
+			goto put;
+		}
+		job->nops = i + 1;	/* so that put_bos sees this op's BOs, even half set */
+		ret = edu_op_prepare(file, &u, &job->ops[i]);
+		if (ret)
+			goto put;
+	}
+	return job;
+
+put:
+	edu_job_put_bos(job);
+	kfree(job);
+	return ERR_PTR(ret);
+}
+
+static int edu_job_add_in_syncs(struct drm_file *file, struct edu_job *job,
+				const struct drm_edu_accel_submit *args)
+{
+	const struct drm_edu_accel_sync __user *us = u64_to_user_ptr(args->in_syncs);
+	struct drm_edu_accel_sync s;
+	struct dma_fence *fence;
+	u32 i;
+	int ret;
+
+	for (i = 0; i < args->in_sync_count; i++) {
+		if (copy_from_user(&s, &us[i], sizeof(s)))
+			return -EFAULT;
+		if (s.pad)
+			return -EINVAL;
+		ret = drm_syncobj_find_fence(file, s.handle, s.point, 0, &fence);
+		if (ret)
+			return ret;
+		/* Consumes the fence reference, on error too. */
+		ret = drm_sched_job_add_dependency(&job->base, fence);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/**
+ * struct edu_out_sync - an out-syncobj resolved before the job is pushed
+ * @syncobj: the syncobj (referenced)
+ * @chain: preallocated timeline node, NULL for a binary syncobj
+ * @point: timeline point
+ */
+struct edu_out_sync {
+	struct drm_syncobj *syncobj;
+	struct dma_fence_chain *chain;
+	u64 point;
+};
+
+static void edu_out_syncs_free(struct edu_out_sync *outs, u32 n)
+{
+	u32 i;
+
+	for (i = 0; outs && i < n; i++) {
+		if (outs[i].syncobj)
+			drm_syncobj_put(outs[i].syncobj);
+		dma_fence_chain_free(outs[i].chain);
+	}
+	kvfree(outs);
+}
+
+/* Resolves every out-sync up front, so nothing can fail once the job is pushed. */
+static struct edu_out_sync *edu_out_syncs_get(struct drm_file *file,
+					      const struct drm_edu_accel_submit *args)
+{
+	const struct drm_edu_accel_sync __user *us = u64_to_user_ptr(args->out_syncs);
+	struct edu_out_sync *outs;
+	struct drm_edu_accel_sync s;
+	int ret = 0;
+	u32 i;
+
+	outs = kvcalloc(args->out_sync_count, sizeof(*outs), GFP_KERNEL);
+	if (!outs)
+		return ERR_PTR(-ENOMEM);
+	for (i = 0; i < args->out_sync_count; i++) {
+		if (copy_from_user(&s, &us[i], sizeof(s))) {
+			ret = -EFAULT;
+			break;
+		}
+		if (s.pad) {
+			ret = -EINVAL;
+			break;
+		}
+		outs[i].syncobj = drm_syncobj_find(file, s.handle);
+		if (!outs[i].syncobj) {
+			ret = -ENOENT;
+			break;
+		}
+		outs[i].point = s.point;
+		if (s.point) {
+			outs[i].chain = dma_fence_chain_alloc();
+			if (!outs[i].chain) {
+				ret = -ENOMEM;
+				break;
+			}
+		}
+	}
+	if (ret) {
+		edu_out_syncs_free(outs, args->out_sync_count);
+		return ERR_PTR(ret);
+	}
+	return outs;
+}
+
+static void edu_out_syncs_signal(struct edu_out_sync *outs, u32 n, struct dma_fence *done)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		if (outs[i].chain) {
+			drm_syncobj_add_point(outs[i].syncobj, outs[i].chain, done, outs[i].point);
+			outs[i].chain = NULL;	/* now owned by the syncobj */
+		} else {
+			drm_syncobj_replace_fence(outs[i].syncobj, done);
+		}
+	}
+}
+
+int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct drm_edu_accel_submit *args = data;
+	struct edu_file *ef = file->driver_priv;
+	struct edu_out_sync *outs = NULL;
+	struct dma_fence *done;
+	struct edu_queue *q;
+	struct edu_job *job;
+	int ret;
+
+	if (args->flags || args->pad)
+		return -EINVAL;
+	if (!args->op_count || args->op_count > EDU_MAX_OPS ||
+	    args->in_sync_count > EDU_MAX_SYNCS || args->out_sync_count > EDU_MAX_SYNCS)
+		return -EINVAL;
+
+	xa_lock(&ef->queues);
+	q = xa_load(&ef->queues, args->queue);
+	if (q)
+		kref_get(&q->ref);
+	xa_unlock(&ef->queues);
+	if (!q)
+		return -ENOENT;
+
+	job = edu_job_build(file, args);
+	if (IS_ERR(job)) {
+		ret = PTR_ERR(job);
+		goto put_queue;
+	}
+	job->queue = q;	/* the job's queue reference from here on */
+	ret = drm_sched_job_init(&job->base, &q->entity, ef->client);
+	if (ret)
+		goto free_job;
+	ret = edu_job_add_in_syncs(file, job, args);
+	if (ret)
+		goto cleanup_job;
+	outs = edu_out_syncs_get(file, args);
+	if (IS_ERR(outs)) {
+		ret = PTR_ERR(outs);
+		goto cleanup_job;
+	}
+
+	mutex_lock(&q->submit_lock);
+	if (q->dead) {
+		mutex_unlock(&q->submit_lock);
+		ret = -ENOENT;
+		goto free_outs;
+	}
+	drm_sched_job_arm(&job->base);
+	job->seqno = ++q->next_seqno;
+	done = dma_fence_get(&job->base.s_fence->finished);
+	trace_edu_submit(q->id, job->seqno, job->nops);
+	drm_sched_entity_push_job(&job->base);
+	args->seqno = job->seqno;
+	mutex_unlock(&q->submit_lock);
+
+	edu_out_syncs_signal(outs, args->out_sync_count, done);
+	edu_out_syncs_free(outs, args->out_sync_count);
+	dma_fence_put(done);
+	return 0;
+
+free_outs:
+	edu_out_syncs_free(outs, args->out_sync_count);
+cleanup_job:
+	drm_sched_job_cleanup(&job->base);
+free_job:
+	edu_job_put_bos(job);
+	kfree(job);
+put_queue:
+	edu_queue_put(q);
+	return ret;
+}

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef EDU_ACCEL_JOB_H
+#define EDU_ACCEL_JOB_H
+
+#include <drm/drm_file.h>
+#include <drm/gpu_scheduler.h>
+#include <linux/dma-fence.h>
+#include <linux/kref.h>
+#include <linux/mutex.h>
+#include <linux/xarray.h>
+
+struct drm_edu_accel_completion;
+struct edu_accel_device;
+struct edu_bo;
+struct edu_client;
+
+#define EDU_MAX_QUEUES		64	/* one completion page of 64-byte slots per file */
+#define EDU_MAX_OPS		64
+#define EDU_MAX_SYNCS		16
+
+/**
+ * struct edu_file - per open file state
+ * @client: pin accounting, which may outlive the file
+ * @lock: protects @queues changes and @completion creation
+ * @queues: queue id -> &struct edu_queue
+ * @completion: the page of completion slots, created with the first queue
+ * @completion_handle: its GEM handle in this file
+ */
+struct edu_file {
+	struct edu_client *client;
+	struct mutex lock;
+	struct xarray queues;
+	struct edu_bo *completion;
+	u32 completion_handle;
+};
+
+/**
+ * struct edu_queue - a stream: a scheduler entity whose jobs run in submission order
+ * @ref: held by the file's xarray and by every job of the queue
+ * @edev: the device
+ * @entity: the drm_sched entity
+ * @completion: page holding @slot; referenced so jobs may outlive the file
+ * @slot: this queue's completion slot, written by the engine
+ * @id: queue id within its file
+ * @submit_lock: keeps sequence numbers in the order jobs reach the entity
+ * @next_seqno: last sequence number handed out
+ * @dead: destroyed; a submit that raced with the destroy must not reach the entity
+ */
+struct edu_queue {
+	struct kref ref;
+	struct edu_accel_device *edev;
+	struct drm_sched_entity entity;
+	struct edu_bo *completion;
+	struct drm_edu_accel_completion *slot;
+	u32 id;
+	struct mutex submit_lock;
+	u64 next_seqno;
+	bool dead;
+};
+
+/**
+ * struct edu_op - one validated copy; BOs are referenced by the job
+ * @type: EDU_ACCEL_OP_*
+ * @src: source BO or NULL (D2H)
+ * @dst: destination BO or NULL (H2D)
+ * @src_off: offset in the source's scatter-gather table (BO offset + page offset)
+ * @dst_off: likewise for the destination, or the device buffer offset (H2D)
+ * @size: bytes
+ */
+struct edu_op {
+	u32 type;
+	struct edu_bo *src;
+	struct edu_bo *dst;
+	u64 src_off;
+	u64 dst_off;
+	u64 size;
+};
+
+/**
+ * struct edu_sg_cursor - position in a BO's DMA segments, moving forward only
+ * @sg: current segment, NULL before the first lookup
+ * @base: scatter-gather offset at which @sg starts
+ */
+struct edu_sg_cursor {
+	struct scatterlist *sg;
+	u64 base;
+};
+
+/**
+ * struct edu_job - one SUBMIT: copies run in order after the in-fences
+ * @base: the scheduler job
+ * @queue: its queue (referenced)
+ * @seqno: sequence number on the queue
+ * @hw_fence: signalled by the engine when the last transfer ends (engine's reference)
+ * @error: set when the job must not (or did not) complete normally
+ * @engine_link: entry in the engine's queue
+ * @progress: engine transfer count when the timeout handler last looked
+ * @nops: entries of @ops
+ * @cur_op: op in progress
+ * @done: bytes of @cur_op issued to the device (H2H: stored back)
+ * @storing: H2H chunk is in its device -> RAM half
+ * @chunk: H2H bytes in the current chunk
+ * @chunk_pos: bytes of the current chunk half issued
+ * @src_cur: DMA segment cursor in the source
+ * @dst_cur: DMA segment cursor in the destination
+ * @ops: the copies
+ */
+struct edu_job {
+	struct drm_sched_job base;
+	struct edu_queue *queue;
+	u64 seqno;
+	struct dma_fence *hw_fence;
+	int error;
+	struct list_head engine_link;
+	u64 progress;
+	u32 nops;
+	u32 cur_op;
+	u64 done;
+	bool storing;
+	u32 chunk;
+	u32 chunk_pos;
+	struct edu_sg_cursor src_cur;
+	struct edu_sg_cursor dst_cur;
+	struct edu_op ops[];
+};
+
+static inline struct edu_job *to_edu_job(struct drm_sched_job *job)
+{
+	return container_of(job, struct edu_job, base);
+}
+
+/**
+ * struct edu_xfer - one edu DMA transfer
+ * @ram: DMA address on the host side
+ * @dev_off: offset in the device buffer
+ * @len: bytes, 1..EDU_MAX_XFER
+ * @to_ram: direction device -> host
+ */
+struct edu_xfer {
+	dma_addr_t ram;
+	u32 dev_off;
+	u32 len;
+	bool to_ram;
+};
+
+/**
+ * struct edu_engine - the IRQ-driven state machine over edu's one DMA channel
+ * @lock: protects everything below; also the lock of every hardware fence
+ * @jobs: jobs handed over by the scheduler, in order; the first one is running
+ * @busy: a transfer is programmed and its interrupt not yet seen
+ * @inflight: bytes of that transfer
+ * @reserved: the self test owns the DMA channel
+ * @fence_ctx: dma_fence context of the hardware fences
+ * @fence_seqno: last hardware fence seqno
+ * @idle: woken when @jobs empties
+ * @xfers: transfers completed
+ * @bytes: bytes moved by them
+ * @jobs_done: jobs completed successfully
+ * @jobs_failed: jobs completed with an error
+ * @busy_ns: time with a transfer in flight
+ * @busy_since: when the current busy period began
+ * @drop_irqs: fault injection: DMA interrupts to ignore (debugfs)
+ */
+struct edu_engine {
+	spinlock_t lock;
+	struct list_head jobs;
+	bool busy;
+	u32 inflight;
+	bool reserved;
+	u64 fence_ctx;
+	u64 fence_seqno;
+	wait_queue_head_t idle;
+	u64 xfers;
+	u64 bytes;
+	u64 jobs_done;
+	u64 jobs_failed;
+	u64 busy_ns;
+	ktime_t busy_since;
+	atomic_t drop_irqs;
+};
+
+int edu_engine_init(struct edu_accel_device *edev);
+void edu_engine_fini(struct edu_accel_device *edev);
+struct dma_fence *edu_engine_push(struct edu_accel_device *edev, struct edu_job *job);
+void edu_engine_irq(struct edu_accel_device *edev);
+bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job);
+int edu_engine_reserve(struct edu_accel_device *edev);
+void edu_engine_unreserve(struct edu_accel_device *edev);
+
+int edu_sched_init(struct edu_accel_device *edev);
+void edu_sched_drain(struct edu_accel_device *edev);
+int edu_file_open(struct drm_file *file, struct edu_client *client);
+void edu_file_close(struct drm_file *file);
+int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *file);
+int edu_ioctl_queue_destroy(struct drm_device *drm, void *data, struct drm_file *file);
+int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
+
+static inline struct edu_client *edu_file_client(struct drm_file *file)
+{
+	return ((struct edu_file *)file->driver_priv)->client;
+}
+
+#endif /* EDU_ACCEL_JOB_H */
