@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "detail/emulated_backend.hpp"
 #include "detail/device_core.hpp"
+#include "detail/emulated_backend.hpp"
 #include "test_util.hpp"
 
 namespace hostrt::test {
@@ -140,9 +140,12 @@ TEST_P(Conformance, PinnedBufferMovesOwnership) {
 
 struct PageMem {  // page-aligned pageable memory of its own
   explicit PageMem(std::size_t n) : size(n) {
-    p = static_cast<unsigned char*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (p == MAP_FAILED) p = nullptr;
-    else std::memset(p, 0, n);
+    p = static_cast<unsigned char*>(
+        mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (p == MAP_FAILED)
+      p = nullptr;
+    else
+      std::memset(p, 0, n);
   }
   ~PageMem() {
     if (p) munmap(p, size);
@@ -307,7 +310,7 @@ TEST_P(Conformance, CopyArgumentErrors) {
   PinnedBuffer b = dev().host_alloc(128);
   EXPECT_THROW(s.memcpy_async(DevicePtr(0), nullptr, 1), InvalidArgument);
   EXPECT_THROW(s.memcpy_async(nullptr, b.data(), 1, CopyKind::H2H), InvalidArgument);
-  EXPECT_THROW(s.memcpy_async(DevicePtr(0), b.data(), 4096), InvalidArgument);    // whole buffer: QEMU dies
+  EXPECT_THROW(s.memcpy_async(DevicePtr(0), b.data(), 4096), InvalidArgument);   // whole buffer: QEMU dies
   EXPECT_THROW(s.memcpy_async(DevicePtr(4000), b.data(), 96), InvalidArgument);  // ends at 4096
   EXPECT_THROW(s.memcpy_async(b.data(), DevicePtr(4095), 1), InvalidArgument);
   EXPECT_THROW(s.memcpy_async(DevicePtr(0), b.data(), 129), InvalidArgument);  // past the pinned buffer
@@ -337,7 +340,8 @@ TEST_P(Conformance, JobsOfOneStreamRunInSubmissionOrder) {
   EXPECT_EQ(s.last_submitted(), 0u);
   EXPECT_TRUE(s.reached(0));
   const std::size_t n = 512;
-  PinnedBuffer a = dev().host_alloc(n), b = dev().host_alloc(n), o1 = dev().host_alloc(n), o2 = dev().host_alloc(n);
+  PinnedBuffer a = dev().host_alloc(n), b = dev().host_alloc(n), o1 = dev().host_alloc(n),
+               o2 = dev().host_alloc(n);
   fill(a.data(), n, 11);
   fill(b.data(), n, 12);
   // Each D2H must see exactly the H2D before it, though all four are queued at once.
@@ -658,7 +662,8 @@ TEST_P(Conformance, ThreadsWithTheirOwnStreamsMoveTheirOwnData) {
   EXPECT_EQ(bad.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::Values(Backend::Emulated, Backend::Drm), backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::Values(Backend::Emulated, Backend::Drm),
+                         backend_name);
 
 // ---- Emulated only: environment ----
 

@@ -19,7 +19,8 @@ inline std::string backend_name(const ::testing::TestParamInfo<Backend>& info) {
 // A byte pattern that differs per seed and per position (and never repeats every 256 bytes).
 inline void fill(void* p, std::size_t n, unsigned seed) {
   auto* b = static_cast<unsigned char*>(p);
-  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<unsigned char>((i * 131 + (i >> 8) * 7 + seed * 29 + 1) & 0xff);
+  for (std::size_t i = 0; i < n; ++i)
+    b[i] = static_cast<unsigned char>((i * 131 + (i >> 8) * 7 + seed * 29 + 1) & 0xff);
 }
 
 inline std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
@@ -37,11 +38,11 @@ inline long first_diff(const void* a, const void* b, std::size_t n) {
   return -1;
 }
 
-#define SKIP_WITHOUT_DEVICE(backend)                                                               \
-  do {                                                                                             \
-    if (::hostrt::Device::count(backend) == 0)                                                     \
-      GTEST_SKIP() << "no " << ::hostrt::to_string(backend)                                        \
-                   << " device here (the Drm backend runs inside the VM with edu_accel loaded)";   \
+#define SKIP_WITHOUT_DEVICE(backend)                                                             \
+  do {                                                                                           \
+    if (::hostrt::Device::count(backend) == 0)                                                   \
+      GTEST_SKIP() << "no " << ::hostrt::to_string(backend)                                      \
+                   << " device here (the Drm backend runs inside the VM with edu_accel loaded)"; \
   } while (0)
 
 }  // namespace hostrt::test

@@ -1,7 +1,5 @@
 // The C API: thin wrappers over the C++ runtime. Each entry point runs its body inside
 // guarded(), which turns exceptions into status codes and records the thread's last error.
-#include "hostrt/hostrt.h"
-
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -10,7 +8,9 @@
 #include <new>
 #include <set>
 #include <string>
+#include <type_traits>
 
+#include "hostrt/hostrt.h"
 #include "hostrt/hostrt.hpp"
 
 struct hrtStream {
@@ -114,7 +114,8 @@ State::Dev& current_locked(State& st) {
     d.device = std::make_shared<hostrt::Device>(hostrt::Device::open(static_cast<std::size_t>(t_device), b));
     it = st.devices.emplace(key, std::move(d)).first;
   }
-  expect(it->second.device->is_open(), hrtErrorDeviceLost, "device " + std::to_string(t_device) + " is closed");
+  expect(it->second.device->is_open(), hrtErrorDeviceLost,
+         "device " + std::to_string(t_device) + " is closed");
   return it->second;
 }
 
@@ -144,10 +145,23 @@ hrtEvent_t event_of(hrtEvent_t e) {
   return e;
 }
 
-hostrt::CopyKind kind_of(hrtMemcpyKind k) {
+// A C caller may pass any int in an enum; reading it as the C++ enum type would be UB for
+// values outside the enumerators' range, so the bits are read as the underlying type.
+hostrt::CopyKind kind_of(const hrtMemcpyKind& kind) {
+  std::underlying_type_t<hrtMemcpyKind> k;
+  static_assert(sizeof k == sizeof kind);
+  std::memcpy(&k, &kind, sizeof k);
   expect(k == hrtMemcpyHostToDevice || k == hrtMemcpyDeviceToHost || k == hrtMemcpyHostToHost,
-         hrtErrorInvalidValue, "unknown memcpy kind " + std::to_string(static_cast<int>(k)));
+         hrtErrorInvalidValue, "unknown memcpy kind " + std::to_string(k));
   return static_cast<hostrt::CopyKind>(k);
+}
+
+// Any int a C caller put in the enum, read without assuming it is an enumerator.
+int code_of(const hrtError_t& e) noexcept {
+  std::underlying_type_t<hrtError_t> c;
+  static_assert(sizeof c == sizeof e);
+  std::memcpy(&c, &e, sizeof c);
+  return static_cast<int>(c);
 }
 
 hrtError_t alloc_host(void** ptr, size_t size, unsigned flags) {
@@ -378,7 +392,8 @@ hrtError_t hrtEventDestroy(hrtEvent_t event) {
     std::unique_ptr<hrtEvent> owned;
     {
       std::lock_guard lk(st.m);
-      expect(event && st.events.erase(event) == 1, hrtErrorInvalidResourceHandle, "unknown or destroyed event");
+      expect(event && st.events.erase(event) == 1, hrtErrorInvalidResourceHandle,
+             "unknown or destroyed event");
       owned.reset(event);
     }
     return hrtSuccess;
@@ -405,39 +420,65 @@ hrtError_t hrtEventSynchronize(hrtEvent_t event) {
 }
 
 const char* hrtGetErrorName(hrtError_t error) {
-  switch (error) {
-    case hrtSuccess: return "hrtSuccess";
-    case hrtErrorInvalidValue: return "hrtErrorInvalidValue";
-    case hrtErrorMemoryAllocation: return "hrtErrorMemoryAllocation";
-    case hrtErrorNoDevice: return "hrtErrorNoDevice";
-    case hrtErrorInvalidDevice: return "hrtErrorInvalidDevice";
-    case hrtErrorDeviceLost: return "hrtErrorDeviceLost";
-    case hrtErrorNotReady: return "hrtErrorNotReady";
-    case hrtErrorHostMemoryAlreadyRegistered: return "hrtErrorHostMemoryAlreadyRegistered";
-    case hrtErrorHostMemoryNotRegistered: return "hrtErrorHostMemoryNotRegistered";
-    case hrtErrorInvalidResourceHandle: return "hrtErrorInvalidResourceHandle";
-    case hrtErrorLaunchFailure: return "hrtErrorLaunchFailure";
-    case hrtErrorNotSupported: return "hrtErrorNotSupported";
-    case hrtErrorUnknown: return "hrtErrorUnknown";
+  switch (code_of(error)) {
+    case hrtSuccess:
+      return "hrtSuccess";
+    case hrtErrorInvalidValue:
+      return "hrtErrorInvalidValue";
+    case hrtErrorMemoryAllocation:
+      return "hrtErrorMemoryAllocation";
+    case hrtErrorNoDevice:
+      return "hrtErrorNoDevice";
+    case hrtErrorInvalidDevice:
+      return "hrtErrorInvalidDevice";
+    case hrtErrorDeviceLost:
+      return "hrtErrorDeviceLost";
+    case hrtErrorNotReady:
+      return "hrtErrorNotReady";
+    case hrtErrorHostMemoryAlreadyRegistered:
+      return "hrtErrorHostMemoryAlreadyRegistered";
+    case hrtErrorHostMemoryNotRegistered:
+      return "hrtErrorHostMemoryNotRegistered";
+    case hrtErrorInvalidResourceHandle:
+      return "hrtErrorInvalidResourceHandle";
+    case hrtErrorLaunchFailure:
+      return "hrtErrorLaunchFailure";
+    case hrtErrorNotSupported:
+      return "hrtErrorNotSupported";
+    case hrtErrorUnknown:
+      return "hrtErrorUnknown";
   }
   return "unrecognized error code";
 }
 
 const char* hrtGetErrorString(hrtError_t error) {
-  switch (error) {
-    case hrtSuccess: return "no error";
-    case hrtErrorInvalidValue: return "invalid argument";
-    case hrtErrorMemoryAllocation: return "out of memory (allocation or pinning refused)";
-    case hrtErrorNoDevice: return "no device of the selected backend";
-    case hrtErrorInvalidDevice: return "invalid device index";
-    case hrtErrorDeviceLost: return "device closed or lost";
-    case hrtErrorNotReady: return "work not completed yet";
-    case hrtErrorHostMemoryAlreadyRegistered: return "part of the range is already registered or pinned";
-    case hrtErrorHostMemoryNotRegistered: return "pointer not registered";
-    case hrtErrorInvalidResourceHandle: return "invalid stream or event handle";
-    case hrtErrorLaunchFailure: return "work failed on the device";
-    case hrtErrorNotSupported: return "operation not supported";
-    case hrtErrorUnknown: return "unknown error";
+  switch (code_of(error)) {
+    case hrtSuccess:
+      return "no error";
+    case hrtErrorInvalidValue:
+      return "invalid argument";
+    case hrtErrorMemoryAllocation:
+      return "out of memory (allocation or pinning refused)";
+    case hrtErrorNoDevice:
+      return "no device of the selected backend";
+    case hrtErrorInvalidDevice:
+      return "invalid device index";
+    case hrtErrorDeviceLost:
+      return "device closed or lost";
+    case hrtErrorNotReady:
+      return "work not completed yet";
+    case hrtErrorHostMemoryAlreadyRegistered:
+      return "part of the range is already registered or pinned";
+    case hrtErrorHostMemoryNotRegistered:
+      return "pointer not registered";
+    case hrtErrorInvalidResourceHandle:
+      return "invalid stream or event handle";
+    case hrtErrorLaunchFailure:
+      return "work failed on the device";
+    case hrtErrorNotSupported:
+      return "operation not supported";
+    case hrtErrorUnknown:
+      return "unknown error";
   }
   return "unrecognized error code";
 }

@@ -37,7 +37,9 @@ const Capabilities& Device::capabilities() const noexcept {
   return core_ ? core_->caps() : none;
 }
 
-std::uint64_t Device::param(std::uint32_t p) const { return live(core_, "param").backend("param").get_param(p); }
+std::uint64_t Device::param(std::uint32_t p) const {
+  return live(core_, "param").backend("param").get_param(p);
+}
 
 std::uint64_t Device::pinned_bytes() const { return param(EDU_ACCEL_PARAM_PINNED_BYTES); }
 

@@ -33,7 +33,8 @@ End resolve_device(const void* p, std::size_t n, const Capabilities& caps, const
   return {false, 0, d->offset};
 }
 
-End resolve_host(const detail::DeviceCore& dev, const void* p, std::size_t n, bool written, const char* role) {
+End resolve_host(const detail::DeviceCore& dev, const void* p, std::size_t n, bool written,
+                 const char* role) {
   EXPECTS(!DevicePtr::from(p),
           std::string("memcpy_async: ") + role + " is a device address but the copy kind wants host memory");
   const auto e = detail::registry().find(p);

@@ -98,11 +98,11 @@ struct PoolStats {
   std::size_t large_segments = 0;
   std::uint64_t allocations = 0;
   std::uint64_t deallocations = 0;
-  std::uint64_t hits = 0;                // allocations served without a driver call
-  std::uint64_t misses = 0;              // segments allocated from the driver
-  std::uint64_t frees_waited = 0;        // frees whose block had to wait for device work
-  std::uint64_t waits = 0;               // times the pool blocked on a stream
-  std::uint64_t segments_released = 0;   // segments returned to the driver
+  std::uint64_t hits = 0;               // allocations served without a driver call
+  std::uint64_t misses = 0;             // segments allocated from the driver
+  std::uint64_t frees_waited = 0;       // frees whose block had to wait for device work
+  std::uint64_t waits = 0;              // times the pool blocked on a stream
+  std::uint64_t segments_released = 0;  // segments returned to the driver
 
   std::string to_string() const;
 };
@@ -199,7 +199,8 @@ class PoolBuffer {
 // Alignments up to 64 are honoured; larger ones throw InvalidArgument.
 class PoolMemoryResource : public std::pmr::memory_resource {
  public:
-  explicit PoolMemoryResource(Pool& pool, Stream* stream = nullptr) noexcept : pool_(&pool), stream_(stream) {}
+  explicit PoolMemoryResource(Pool& pool, Stream* stream = nullptr) noexcept
+      : pool_(&pool), stream_(stream) {}
   Pool& pool() const noexcept { return *pool_; }
 
  private:
@@ -227,9 +228,9 @@ class RegistrationCache {
   RegisteredRange acquire(void* ptr, std::size_t bytes);
   // Unregisters every idle range; returns how many.
   std::size_t evict_idle();
-  std::size_t registrations() const;   // distinct registered ranges (ioctl-backed)
-  std::uint64_t hits() const;           // acquires served without an ioctl
-  std::uint64_t misses() const;         // acquires that registered
+  std::size_t registrations() const;  // distinct registered ranges (ioctl-backed)
+  std::uint64_t hits() const;         // acquires served without an ioctl
+  std::uint64_t misses() const;       // acquires that registered
 
   detail::pool::RegistrationIndex& index() const noexcept { return *index_; }
 

@@ -20,9 +20,9 @@ using SyncPoint = drm_edu_accel_sync;
 
 struct BoMapping {
   std::uint32_t handle = 0;
-  void* ptr = nullptr;       // CPU address: the mapping (BO_CREATE) or the user range
-  std::size_t size = 0;      // usable bytes
-  std::size_t map_len = 0;   // length of the mapping to undo (0 for userptr)
+  void* ptr = nullptr;      // CPU address: the mapping (BO_CREATE) or the user range
+  std::size_t size = 0;     // usable bytes
+  std::size_t map_len = 0;  // length of the mapping to undo (0 for userptr)
 };
 
 struct QueueInfo {

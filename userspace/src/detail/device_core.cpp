@@ -48,7 +48,8 @@ DeviceCore::DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index
 DeviceCore::~DeviceCore() { bounce_.clear(*backend_); }
 
 DeviceBackend& DeviceCore::backend(const char* what) const {
-  if (closed()) throw DeviceLost(ENODEV, std::string(what) + ": device " + std::to_string(index_) + " is closed");
+  if (closed())
+    throw DeviceLost(ENODEV, std::string(what) + ": device " + std::to_string(index_) + " is closed");
   return *backend_;
 }
 
@@ -101,7 +102,8 @@ std::shared_ptr<Allocation> Allocation::register_range(const std::shared_ptr<Dev
   DeviceBackend& be = dev->backend("host_register");
   const bool ro = flags & kHostRegisterReadOnly;
   // Reserve the range first so two threads cannot both pin overlapping memory.
-  registry().insert({begin, begin + bytes, MemoryType::Registered, dev.get(), dev->index(), dev->kind(), 0, ro});
+  registry().insert(
+      {begin, begin + bytes, MemoryType::Registered, dev.get(), dev->index(), dev->kind(), 0, ro});
   auto a = std::make_shared<Allocation>(dev, MemoryType::Registered);
   a->bo_.ptr = ptr;
   a->registered_ = true;
@@ -149,15 +151,16 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   pending_waits_.clear();
   last_.store(seqno, std::memory_order_release);
   if (seqno != expect)
-    throw Error(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " + std::to_string(expect) +
-                            ": the driver breaks the 1, 2, 3... contract" + where(__FILE__, __LINE__));
+    throw Error(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " +
+                            std::to_string(expect) + ": the driver breaks the 1, 2, 3... contract" +
+                            where(__FILE__, __LINE__));
   return seqno;
 }
 
 void StreamCore::wait(std::uint64_t point) {
   const std::uint64_t last = last_submitted();
-  EXPECTS(point <= last,
-          "wait for point " + std::to_string(point) + " not submitted yet (last " + std::to_string(last) + ")");
+  EXPECTS(point <= last, "wait for point " + std::to_string(point) + " not submitted yet (last " +
+                             std::to_string(last) + ")");
   if (!reached(point)) dev_->backend("wait").wait_timeline(timeline_, point);
   check_failure(point);
 }

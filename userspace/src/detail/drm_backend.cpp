@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "hostrt/error.hpp"
@@ -60,8 +60,8 @@ std::size_t drm_device_count() { return edu_accel_render_nodes().size(); }
 std::unique_ptr<DeviceBackend> open_drm(std::size_t index) {
   const auto nodes = edu_accel_render_nodes();
   if (index >= nodes.size())
-    throw DeviceLost(ENODEV, "no edu_accel device " + std::to_string(index) + " (" + std::to_string(nodes.size()) +
-                                 " bound)");
+    throw DeviceLost(ENODEV, "no edu_accel device " + std::to_string(index) + " (" +
+                                 std::to_string(nodes.size()) + " bound)");
   const int fd = ::open(nodes[index].c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -88,7 +88,8 @@ std::string DrmBackend::name() const { return "edu_accel " + version_ + " " + no
 std::uint64_t DrmBackend::get_param(std::uint32_t param) {
   drm_edu_accel_get_param a{};
   a.param = param;
-  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_GET_PARAM, &a)) throw_errno(errno, "GET_PARAM " + std::to_string(param));
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_GET_PARAM, &a))
+    throw_errno(errno, "GET_PARAM " + std::to_string(param));
   return a.value;
 }
 
@@ -131,7 +132,8 @@ const unsigned char* DrmBackend::completion_page(std::uint32_t handle, std::size
   if (!page_) {
     drm_edu_accel_bo_info info{};
     info.handle = handle;
-    if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_INFO, &info)) throw_errno(errno, "BO_INFO of the completion page");
+    if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_INFO, &info))
+      throw_errno(errno, "BO_INFO of the completion page");
     void* p = mmap(nullptr, info.size, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(info.mmap_offset));
     if (p == MAP_FAILED) throw_errno(errno, "mmap of the completion page");
     page_ = static_cast<const unsigned char*>(p);
@@ -173,14 +175,14 @@ void DrmBackend::destroy_timeline(std::uint32_t handle) noexcept { drmSyncobjDes
 
 void DrmBackend::wait_timeline(std::uint32_t handle, std::uint64_t point) {
   // WAIT_FOR_SUBMIT: the point's fence may be attached by a submit that is still returning.
-  const int r = drmSyncobjTimelineWait(fd_, &handle, &point, 1, INT64_MAX,
-                                       DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT,
-                                       nullptr);
+  const int r = drmSyncobjTimelineWait(
+      fd_, &handle, &point, 1, INT64_MAX,
+      DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, nullptr);
   if (r) throw_errno(r < 0 && r != -1 ? -r : errno, "SYNCOBJ_TIMELINE_WAIT point " + std::to_string(point));
 }
 
-std::uint64_t DrmBackend::submit(std::uint32_t queue, std::span<const CopyOp> ops, std::span<const SyncPoint> in_syncs,
-                                 std::span<const SyncPoint> out_syncs) {
+std::uint64_t DrmBackend::submit(std::uint32_t queue, std::span<const CopyOp> ops,
+                                 std::span<const SyncPoint> in_syncs, std::span<const SyncPoint> out_syncs) {
   drm_edu_accel_submit a{};
   a.queue = queue;
   a.ops = to_u64(ops.data());
@@ -189,7 +191,8 @@ std::uint64_t DrmBackend::submit(std::uint32_t queue, std::span<const CopyOp> op
   a.in_sync_count = static_cast<std::uint32_t>(in_syncs.size());
   a.out_syncs = to_u64(out_syncs.data());
   a.out_sync_count = static_cast<std::uint32_t>(out_syncs.size());
-  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_SUBMIT, &a)) throw_errno(errno, "SUBMIT on queue " + std::to_string(queue));
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_SUBMIT, &a))
+    throw_errno(errno, "SUBMIT on queue " + std::to_string(queue));
   return a.seqno;
 }
 

@@ -56,7 +56,8 @@ EmulatedBackend::~EmulatedBackend() {
     for (auto& [id, q] : queues_) q.held = false;
     work_cv_.notify_all();
     done_cv_.wait(lk, [&] {
-      return std::all_of(queues_.begin(), queues_.end(), [](const auto& kv) { return kv.second.jobs.empty(); });
+      return std::all_of(queues_.begin(), queues_.end(),
+                         [](const auto& kv) { return kv.second.jobs.empty(); });
     });
     stop_ = true;
     work_cv_.notify_all();
@@ -98,14 +99,16 @@ std::uint64_t EmulatedBackend::get_param(std::uint32_t param) {
 }
 
 BoMapping EmulatedBackend::create_bo(std::size_t bytes) {
-  if (bytes == 0 || bytes > kMaxBoSize) throw_errno(EINVAL, "BO_CREATE of " + std::to_string(bytes) + " bytes");
+  if (bytes == 0 || bytes > kMaxBoSize)
+    throw_errno(EINVAL, "BO_CREATE of " + std::to_string(bytes) + " bytes");
   auto bo = std::make_shared<Bo>();
   bo->size = round_up(bytes, page_size());
   void* p = mmap(nullptr, bo->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw_errno(ENOMEM, "BO_CREATE: mmap of " + std::to_string(bo->size) + " bytes");
   bo->ptr = static_cast<unsigned char*>(p);
   bo->map_len = bo->size;
-  if (mlock(p, bo->size) != 0) throw_errno(ENOMEM, "BO_CREATE: mlock of " + std::to_string(bo->size) + " bytes");
+  if (mlock(p, bo->size) != 0)
+    throw_errno(ENOMEM, "BO_CREATE: mlock of " + std::to_string(bo->size) + " bytes");
   std::lock_guard lk(m_);
   bo->handle = next_handle_++;
   bos_[bo->handle] = bo;
@@ -143,7 +146,8 @@ BoMapping EmulatedBackend::register_user(void* ptr, std::size_t bytes, std::uint
   // The driver's pin fails with -EFAULT on unmapped pages; mincore tells us the same.
   for (std::uintptr_t pg = first; pg <= last; pg += ps) {
     unsigned char v;
-    if (mincore(reinterpret_cast<void*>(pg), ps, &v) != 0) throw_errno(EFAULT, "BO_USERPTR: range not mapped");
+    if (mincore(reinterpret_cast<void*>(pg), ps, &v) != 0)
+      throw_errno(EFAULT, "BO_USERPTR: range not mapped");
   }
   auto bo = std::make_shared<Bo>();
   bo->ptr = static_cast<unsigned char*>(ptr);
@@ -218,23 +222,29 @@ void EmulatedBackend::destroy_timeline(std::uint32_t handle) noexcept {
 void EmulatedBackend::wait_timeline(std::uint32_t handle, std::uint64_t point) {
   std::unique_lock lk(m_);
   auto it = timelines_.find(handle);
-  if (it == timelines_.end()) throw_errno(ENOENT, "SYNCOBJ_TIMELINE_WAIT: no syncobj " + std::to_string(handle));
+  if (it == timelines_.end())
+    throw_errno(ENOENT, "SYNCOBJ_TIMELINE_WAIT: no syncobj " + std::to_string(handle));
   auto tl = it->second;
   done_cv_.wait(lk, [&] { return tl->value >= point; });
 }
 
-std::shared_ptr<EmulatedBackend::Bo> EmulatedBackend::bo_locked(std::uint32_t handle, const char* role) const {
+std::shared_ptr<EmulatedBackend::Bo> EmulatedBackend::bo_locked(std::uint32_t handle,
+                                                                const char* role) const {
   auto it = bos_.find(handle);
-  if (it == bos_.end()) throw_errno(ENOENT, std::string("SUBMIT: no BO for ") + role + " handle " + std::to_string(handle));
+  if (it == bos_.end())
+    throw_errno(ENOENT, std::string("SUBMIT: no BO for ") + role + " handle " + std::to_string(handle));
   return it->second;
 }
 
 std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyOp> ops,
-                                      std::span<const SyncPoint> in_syncs, std::span<const SyncPoint> out_syncs) {
+                                      std::span<const SyncPoint> in_syncs,
+                                      std::span<const SyncPoint> out_syncs) {
   std::lock_guard lk(m_);
   auto qit = queues_.find(queue);
-  if (qit == queues_.end() || qit->second.destroyed) throw_errno(EINVAL, "SUBMIT: no queue " + std::to_string(queue));
-  if (ops.empty() || ops.size() > kMaxOps) throw_errno(EINVAL, "SUBMIT: op_count " + std::to_string(ops.size()));
+  if (qit == queues_.end() || qit->second.destroyed)
+    throw_errno(EINVAL, "SUBMIT: no queue " + std::to_string(queue));
+  if (ops.empty() || ops.size() > kMaxOps)
+    throw_errno(EINVAL, "SUBMIT: op_count " + std::to_string(ops.size()));
   // Everything is validated before anything is queued, as the driver does.
   Job job;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -245,12 +255,14 @@ std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyO
     switch (op.type) {
       case EDU_ACCEL_OP_H2D:
         if (op.dst_handle) throw_errno(EINVAL, at + ": H2D with a destination BO");
-        if (!in_range(op.dst_offset, op.size, kMaxTransfer)) throw_errno(EINVAL, at + ": device range past max transfer");
+        if (!in_range(op.dst_offset, op.size, kMaxTransfer))
+          throw_errno(EINVAL, at + ": device range past max transfer");
         src = bo_locked(op.src_handle, "source");
         break;
       case EDU_ACCEL_OP_D2H:
         if (op.src_handle) throw_errno(EINVAL, at + ": D2H with a source BO");
-        if (!in_range(op.src_offset, op.size, kMaxTransfer)) throw_errno(EINVAL, at + ": device range past max transfer");
+        if (!in_range(op.src_offset, op.size, kMaxTransfer))
+          throw_errno(EINVAL, at + ": device range past max transfer");
         dst = bo_locked(op.dst_handle, "destination");
         break;
       case EDU_ACCEL_OP_H2H:
@@ -260,8 +272,10 @@ std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyO
       default:
         throw_errno(EINVAL, at + ": type " + std::to_string(op.type));
     }
-    if (src && !in_range(op.src_offset, op.size, src->size)) throw_errno(EINVAL, at + ": source range past its BO");
-    if (dst && !in_range(op.dst_offset, op.size, dst->size)) throw_errno(EINVAL, at + ": destination range past its BO");
+    if (src && !in_range(op.src_offset, op.size, src->size))
+      throw_errno(EINVAL, at + ": source range past its BO");
+    if (dst && !in_range(op.dst_offset, op.size, dst->size))
+      throw_errno(EINVAL, at + ": destination range past its BO");
     if (dst && dst->readonly) throw_errno(EACCES, at + ": destination BO is read-only");
     job.ops.push_back(op);
     job.src.push_back(std::move(src));
@@ -310,7 +324,8 @@ EmulatedBackend::Queue* EmulatedBackend::runnable_locked() {
   for (auto& [id, q] : queues_) {
     if (q.held || q.jobs.empty()) continue;
     const Job& j = q.jobs.front();
-    const bool ready = std::all_of(j.in.begin(), j.in.end(), [](const auto& s) { return s.first->value >= s.second; });
+    const bool ready =
+        std::all_of(j.in.begin(), j.in.end(), [](const auto& s) { return s.first->value >= s.second; });
     if (ready && (!best || j.ticket < best->jobs.front().ticket)) best = &q;
   }
   return best;

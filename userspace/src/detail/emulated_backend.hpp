@@ -100,7 +100,7 @@ class EmulatedBackend final : public DeviceBackend {
   bool stop_ = false;
   bool running_ = false;  // the engine is executing a job outside the lock
   std::vector<bool> slot_used_;
-  Completion* page_ = nullptr;  // kMaxQueues slots, written by the engine only
+  Completion* page_ = nullptr;                           // kMaxQueues slots, written by the engine only
   unsigned char device_buffer_[kDeviceBufferSize] = {};  // touched by the engine thread only
   std::thread engine_;
 };

@@ -17,8 +17,8 @@ inline std::string where(const char* file, int line) {
 
 }  // namespace hostrt::detail
 
-#define HOSTRT_EXPECTS(cond, Type, err, msg)                                           \
-  do {                                                                                 \
+#define HOSTRT_EXPECTS(cond, Type, err, msg)                                                        \
+  do {                                                                                              \
     if (!(cond)) throw Type((err), std::string(msg) + ::hostrt::detail::where(__FILE__, __LINE__)); \
   } while (0)
 

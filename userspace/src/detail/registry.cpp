@@ -21,7 +21,8 @@ void Registry::insert(const RegEntry& e) {
   auto next = by_begin_.lower_bound(e.begin);
   if (next != by_begin_.end() && next->second.begin < e.end)
     throw AlreadyRegistered(EEXIST, "range [" + hex(e.begin) + ", " + hex(e.end) + ") overlaps " +
-                                        to_string(next->second.type) + " memory at " + hex(next->second.begin));
+                                        to_string(next->second.type) + " memory at " +
+                                        hex(next->second.begin));
   if (next != by_begin_.begin()) {
     const RegEntry& prev = std::prev(next)->second;
     if (prev.end > e.begin)
