@@ -396,6 +396,24 @@ TEST_P(Conformance, ManyStreamsAtOnce) {
   EXPECT_EQ(first_diff(out.data(), src.data(), 64 * n), -1);
 }
 
+TEST_P(Conformance, StreamsBeyondTheQueueLimitAreRefusedAndSlotsAreReused) {
+  const unsigned max = dev().capabilities().max_queues;
+  ASSERT_LE(max, 256u) << "implausible queue limit";
+  std::vector<Stream> streams;
+  for (unsigned i = 0; i < max; ++i) streams.push_back(dev().create_stream());
+  EXPECT_THROW(dev().create_stream(), OutOfMemory);
+  PinnedBuffer a = dev().host_alloc(64);
+  streams.back().memcpy_async(DevicePtr(0), a.data(), 64);
+  streams.back().synchronize();
+  streams.pop_back();
+  // The finished queue's slot is free again, and starts from zero for its new stream.
+  Stream again = dev().create_stream();
+  EXPECT_FALSE(again.reached(1));
+  again.memcpy_async(DevicePtr(0), a.data(), 64);
+  again.synchronize();
+  EXPECT_TRUE(again.reached(1));
+}
+
 TEST_P(Conformance, EventsCompleteWithTheirStream) {
   Stream s = dev().create_stream();
   Event never;

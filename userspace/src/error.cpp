@@ -14,7 +14,8 @@ void throw_errno(int err, const std::string& context) {
   switch (err) {
     case ENOMEM:
     case EAGAIN:
-    case EPERM:  // BO_USERPTR with RLIMIT_MEMLOCK of zero
+    case EPERM:   // BO_USERPTR with RLIMIT_MEMLOCK of zero
+    case ENOSPC:  // QUEUE_CREATE: every queue of the file in use
       throw OutOfMemory(err, msg);
     case ENODEV:
     case ENXIO:

@@ -182,7 +182,7 @@ void EmulatedBackend::release_bo(const BoMapping& m) noexcept {
 QueueInfo EmulatedBackend::create_queue() {
   std::lock_guard lk(m_);
   auto free_slot = std::find(slot_used_.begin(), slot_used_.end(), false);
-  if (free_slot == slot_used_.end()) throw_errno(EBUSY, "QUEUE_CREATE: all queues in use");
+  if (free_slot == slot_used_.end()) throw_errno(ENOSPC, "QUEUE_CREATE: all queues in use");
   *free_slot = true;
   const std::size_t slot = static_cast<std::size_t>(free_slot - slot_used_.begin());
   // A reused slot starts from zero, as the driver's does for a new queue.
@@ -191,6 +191,7 @@ QueueInfo EmulatedBackend::create_queue() {
   __atomic_store_n(&page_[slot].completed, 0, __ATOMIC_RELEASE);
   const std::uint32_t id = next_queue_++;
   queues_[id].slot = slot;
+  queues_[id].id = id;
   return {id, &page_[slot]};
 }
 
@@ -242,7 +243,7 @@ std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyO
   std::lock_guard lk(m_);
   auto qit = queues_.find(queue);
   if (qit == queues_.end() || qit->second.destroyed)
-    throw_errno(EINVAL, "SUBMIT: no queue " + std::to_string(queue));
+    throw_errno(ENOENT, "SUBMIT: no queue " + std::to_string(queue));
   if (ops.empty() || ops.size() > kMaxOps)
     throw_errno(EINVAL, "SUBMIT: op_count " + std::to_string(ops.size()));
   // Everything is validated before anything is queued, as the driver does.
@@ -331,7 +332,7 @@ EmulatedBackend::Queue* EmulatedBackend::runnable_locked() {
   return best;
 }
 
-void EmulatedBackend::run(Job& job, Completion* slot) {
+int EmulatedBackend::run(Job& job) {
   int err = 0;
   {
     std::lock_guard lk(m_);
@@ -357,11 +358,7 @@ void EmulatedBackend::run(Job& job, Completion* slot) {
       }
     }
   }
-  if (err) {
-    __atomic_store_n(&slot->failed, job.seqno, __ATOMIC_RELAXED);
-    __atomic_store_n(&slot->error, err, __ATOMIC_RELAXED);
-  }
-  __atomic_store_n(&slot->completed, job.seqno, __ATOMIC_RELEASE);
+  return err;
 }
 
 void EmulatedBackend::engine_loop() {
@@ -370,29 +367,31 @@ void EmulatedBackend::engine_loop() {
     Queue* q = nullptr;
     work_cv_.wait(lk, [&] { return stop_ || (q = runnable_locked()) != nullptr; });
     if (!q) return;  // stop_ with nothing runnable: the destructor drained first
+    // The job stays at the front (moved from) while it runs, so the queue and its slot live on
+    // even if the queue is destroyed meanwhile.
     Job job = std::move(q->jobs.front());
-    const std::size_t slot = q->slot;
     running_ = true;
     lk.unlock();
-    run(job, &page_[slot]);
+    const int err = run(job);
     lk.lock();
     running_ = false;
-    q = nullptr;
+    // Completion is published under the lock together with the queue's bookkeeping, so whoever
+    // sees it can destroy the queue and find its slot free again at once.
+    Completion* slot = &page_[q->slot];
+    if (err) {
+      __atomic_store_n(&slot->failed, job.seqno, __ATOMIC_RELAXED);
+      __atomic_store_n(&slot->error, err, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&slot->completed, job.seqno, __ATOMIC_RELEASE);
     for (auto& b : job.src)
       if (b) --b->inflight;
     for (auto& b : job.dst)
       if (b) --b->inflight;
     for (auto& [tl, point] : job.out) tl->value = std::max(tl->value, point);
-    // The queue may have been destroyed while the job ran; its slot is freed with its last job.
-    for (auto it = queues_.begin(); it != queues_.end(); ++it) {
-      Queue& cur = it->second;
-      if (cur.slot != slot || cur.jobs.empty() || cur.jobs.front().seqno != job.seqno) continue;
-      cur.jobs.pop_front();
-      if (cur.destroyed && cur.jobs.empty()) {
-        slot_used_[cur.slot] = false;
-        queues_.erase(it);
-      }
-      break;
+    q->jobs.pop_front();
+    if (q->destroyed && q->jobs.empty()) {
+      slot_used_[q->slot] = false;
+      queues_.erase(q->id);
     }
     job = Job{};  // drop BO references before waking waiters (a userptr release may follow)
     done_cv_.notify_all();

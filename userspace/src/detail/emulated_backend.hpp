@@ -30,7 +30,7 @@ class EmulatedBackend final : public DeviceBackend {
   static constexpr std::size_t kDeviceBufferSize = 4096;
   static constexpr std::size_t kMaxTransfer = 4095;
   static constexpr std::size_t kMaxBoSize = 256u << 20;
-  static constexpr unsigned kMaxQueues = 32;
+  static constexpr unsigned kMaxQueues = 64;  // one page of 64-byte slots, as the driver
   static constexpr unsigned kMaxOps = 64;
 
   explicit EmulatedBackend(std::size_t index);
@@ -70,6 +70,7 @@ class EmulatedBackend final : public DeviceBackend {
     std::vector<std::pair<std::shared_ptr<Timeline>, std::uint64_t>> in, out;
   };
   struct Queue {
+    std::uint32_t id = 0;
     std::size_t slot = 0;
     std::deque<Job> jobs;
     std::uint64_t last_seqno = 0;
@@ -79,7 +80,8 @@ class EmulatedBackend final : public DeviceBackend {
 
   void engine_loop();
   Queue* runnable_locked();
-  void run(Job& job, Completion* slot);
+  // Executes the copies (or the injected failure); returns 0 or a negative errno.
+  int run(Job& job);
   std::shared_ptr<Bo> bo_locked(std::uint32_t handle, const char* role) const;
   void lock_pages(std::uintptr_t first, std::uintptr_t last);
   void unlock_pages(std::uintptr_t first, std::uintptr_t last) noexcept;

@@ -243,18 +243,21 @@ Block* PoolCore::find_allocated(const void* p) const {
   return b;
 }
 
-// Captures, for every stream the block was used on, the last point submitted so far that the
-// host has not yet seen completed. Later work cannot involve the block: the caller gave it up.
+// Captures, for every stream the block may have been used on (the one it is freed on, its
+// home stream, and each record_stream stream), the last point submitted so far that the host
+// has not yet seen completed. Later work cannot involve the block: the caller gave it up.
 void PoolCore::collect_waits(Block* b, StreamRef stream) const {
   b->waits.clear();
 #ifndef HOSTRT_POOL_UNSAFE_REUSE
   auto add = [b](StreamRef s) {
+    for (const StreamPoint& w : b->waits)
+      if (w.stream.key == s.key) return;
     const std::uint64_t point = s.last_submitted();
     if (!s.reached(point)) b->waits.push_back({s, point});
   };
   if (stream) add(stream);
-  for (const StreamRef& u : b->uses)
-    if (!stream || u.key != stream.key) add(u);
+  if (b->home) add(b->home);
+  for (const StreamRef& u : b->uses) add(u);
 #else
   // Deliberately wrong, to prove the reuse-safety test can fail: ignores the device.
   (void)stream;
@@ -263,7 +266,6 @@ void PoolCore::collect_waits(Block* b, StreamRef stream) const {
 
 void PoolCore::deallocate(void* p, StreamRef stream) {
   Block* b = find_allocated(p);
-  if (!stream) stream = b->home;
   collect_waits(b, stream);
 
   std::exception_ptr fault;
