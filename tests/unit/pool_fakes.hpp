@@ -42,22 +42,24 @@ class FakeStream {
   detail::pool::StreamRef ref() { return {this, id_, &kOps}; }
 
  private:
-  static constexpr detail::pool::StreamOps kOps = {
-      [](const void* s) noexcept { return static_cast<const FakeStream*>(s)->submitted(); },
-      [](const void* s, std::uint64_t p) noexcept { return static_cast<const FakeStream*>(s)->completed() >= p; },
-      [](void* s, std::uint64_t p) {
-        auto* f = static_cast<FakeStream*>(s);
-        ++f->waits_;
-        f->complete_to(p);  // the device gets there while the host sleeps
-        if (f->fail_next_.exchange(false)) throw DeviceFault(EIO, "fake stream: job failed", p);
-      },
-  };
+  static const detail::pool::StreamOps kOps;
 
   std::uint64_t id_;
   std::atomic<std::uint64_t> submitted_{0};
   std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> waits_{0};
   std::atomic<bool> fail_next_{false};
+};
+
+inline const detail::pool::StreamOps FakeStream::kOps = {
+    [](const void* s) noexcept { return static_cast<const FakeStream*>(s)->submitted(); },
+    [](const void* s, std::uint64_t p) noexcept { return static_cast<const FakeStream*>(s)->completed() >= p; },
+    [](void* s, std::uint64_t p) {
+      auto* f = static_cast<FakeStream*>(s);
+      ++f->waits_;
+      f->complete_to(p);  // the device gets there while the host sleeps
+      if (f->fail_next_.exchange(false)) throw DeviceFault(EIO, "fake stream: job failed", p);
+    },
 };
 
 struct SourceCounters {

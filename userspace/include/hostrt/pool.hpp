@@ -8,8 +8,8 @@
 //    `stream` becomes the block's home stream: the one deallocate(p) frees it on.
 //  - deallocate(p, stream) returns the block to the pool at once, but the block is handed
 //    out again only after the host has observed the completion of all device work that may
-//    use it: everything submitted on `stream` before the call, and, for every stream named by
-//    record_stream(p, other), everything submitted on that stream before the call.
+//    use it: everything submitted before the call on `stream`, on the block's home stream,
+//    and on every stream named by record_stream(p, other).
 //    Completion is read from the driver's completion page (no syscall). Work submitted on
 //    those streams after deallocate must not use the block.
 //  - Pending frees are queued per stream in submission order, so a slow stream delays only

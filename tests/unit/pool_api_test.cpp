@@ -1,0 +1,107 @@
+// The public pool on a real runtime device (Emulated on the host, Drm in the VM): memory is
+// pinned and usable for copies, handles free stream-ordered, containers live in it, and the
+// registration cache saves registrations.
+#include <gtest/gtest.h>
+
+#include <memory_resource>
+#include <numeric>
+#include <vector>
+
+#include "hostrt/hostrt.hpp"
+#include "hostrt/pool.hpp"
+#include "test_util.hpp"
+
+namespace hostrt::test {
+namespace {
+
+class PoolApiTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_DEVICE(GetParam());
+    device = std::make_unique<Device>(Device::open(0, GetParam()));
+    stream = device->create_stream();
+  }
+  std::unique_ptr<Device> device;
+  Stream stream;
+};
+
+TEST_P(PoolApiTest, BlocksArePinnedAndCarryCopies) {
+  Pool pool(*device);
+  const std::size_t n = 3000;
+  void* src = pool.allocate(n, stream);
+  void* dst = pool.allocate(n, stream);
+  const PointerAttributes a = pointer_attributes(src);
+  EXPECT_EQ(a.type, MemoryType::Pinned) << "segments come from host_alloc";
+  fill(src, n, 7);
+  stream.memcpy_async(DevicePtr(0), src, n);
+  stream.memcpy_async(dst, DevicePtr(0), n);
+  stream.synchronize();
+  EXPECT_EQ(first_diff(src, dst, n), -1);
+  pool.deallocate(src, stream);
+  pool.deallocate(dst, stream);
+  const PoolStats st = pool.stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_EQ(st.misses, 1u);
+  EXPECT_EQ(st.reserved_bytes, std::size_t{2} << 20);
+  EXPECT_EQ(pool.trim(), std::size_t{2} << 20);
+}
+
+TEST_P(PoolApiTest, PoolBufferFreesOnItsStreamAfterTheCopy) {
+  Pool pool(*device, PoolOptions{.thread_cache_bytes = 0});
+  void* first = nullptr;
+  {
+    PoolBuffer b = pool.allocate_buffer(4000, stream);
+    first = b.data();
+    fill(b.data(), b.size(), 3);
+    stream.memcpy_async(DevicePtr(0), b.data(), b.size());
+  }  // freed on `stream` while the copy may still run
+  PoolBuffer c = pool.allocate_buffer(4000, stream);
+  if (c.data() == first) {
+    EXPECT_TRUE(stream.reached(stream.last_submitted())) << "reused before completion";
+  }
+  stream.synchronize();
+  pool.synchronize();
+  EXPECT_EQ(pool.stats().pending_free_bytes, 0u);
+}
+
+TEST_P(PoolApiTest, PmrContainersLiveInPinnedMemory) {
+  Pool pool(*device);
+  PoolMemoryResource mr(pool, &stream);
+  std::pmr::vector<int> v(&mr);
+  for (int i = 0; i < 10000; ++i) v.push_back(i);
+  EXPECT_EQ(pointer_attributes(v.data()).type, MemoryType::Pinned);
+  EXPECT_EQ(pool.block_size(v.data()) % 64, 0u);
+  EXPECT_EQ(std::accumulate(v.begin(), v.end(), 0LL), 49995000LL);
+  EXPECT_THROW((void)mr.allocate(64, 128), InvalidArgument);
+  PoolMemoryResource same(pool, &stream), other(pool);
+  EXPECT_TRUE(mr.is_equal(same));
+  EXPECT_FALSE(mr.is_equal(other));
+}
+
+TEST_P(PoolApiTest, RegistrationCacheRegistersARangeOnce) {
+  std::vector<unsigned char> mem(1 << 16);
+  RegistrationCache cache(*device);
+  {
+    RegisteredRange a = cache.acquire(mem.data(), mem.size());
+    RegisteredRange b = cache.acquire(mem.data() + 4096, 8192);
+    EXPECT_EQ(a.handle(), b.handle());
+    EXPECT_EQ(pointer_attributes(mem.data() + 5000).type, MemoryType::Registered);
+  }
+  RegisteredRange c = cache.acquire(mem.data(), 100);
+  EXPECT_EQ(cache.misses(), 1u);
+  EXPECT_EQ(cache.hits(), 2u);
+  c.reset();
+  EXPECT_EQ(cache.evict_idle(), 1u);
+  EXPECT_EQ(pointer_attributes(mem.data()).type, MemoryType::Pageable);
+}
+
+TEST_P(PoolApiTest, EmptyStreamIsRejected) {
+  Pool pool(*device);
+  Stream empty;
+  EXPECT_THROW(pool.allocate(64, empty), InvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PoolApiTest, ::testing::Values(Backend::Emulated, Backend::Drm), backend_name);
+
+}  // namespace
+}  // namespace hostrt::test
