@@ -32,6 +32,8 @@ std::size_t Device::index() const noexcept { return core_ ? core_->index() : 0; 
 Backend Device::backend() const noexcept { return core_ ? core_->kind() : Backend::Drm; }
 std::string Device::name() const { return live(core_, "name").backend("name").name(); }
 
+std::string Device::node() const { return live(core_, "node").backend("node").node(); }
+
 const Capabilities& Device::capabilities() const noexcept {
   static const Capabilities none{};
   return core_ ? core_->caps() : none;

@@ -38,6 +38,8 @@ class Device {
   Backend backend() const noexcept;
   // "edu_accel 0.1.0 /dev/dri/renderD128" or "emulated edu #0".
   std::string name() const;
+  // The render node ("/dev/dri/renderD128"); empty for an emulated device.
+  std::string node() const;
   const Capabilities& capabilities() const noexcept;
   // Raw GET_PARAM (enum drm_edu_accel_param); throws InvalidArgument for unknown params.
   std::uint64_t param(std::uint32_t p) const;

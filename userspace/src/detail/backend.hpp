@@ -35,6 +35,8 @@ class DeviceBackend {
   virtual ~DeviceBackend() = default;
 
   virtual std::string name() const = 0;
+  // The device node ("/dev/dri/renderD128"), empty when there is none.
+  virtual std::string node() const { return {}; }
   virtual std::uint64_t get_param(std::uint32_t param) = 0;
 
   // Zeroed memory, mapped read-write into the process.

@@ -16,6 +16,7 @@ class DrmBackend final : public DeviceBackend {
   ~DrmBackend() override;  // unmaps the completion page and closes the file
 
   std::string name() const override;
+  std::string node() const override { return node_; }
   std::uint64_t get_param(std::uint32_t param) override;
   BoMapping create_bo(std::size_t bytes) override;
   BoMapping register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) override;

@@ -1,0 +1,90 @@
+// hostrt-smi: what the runtime sees of each device (capabilities through GET_PARAM) and, for
+// the real driver, its debugfs state: engine, pinned memory per client, queues and jobs.
+//
+// usage: hostrt-smi [--backend drm|emulated] [--no-debugfs]
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "detail/sysfs.hpp"
+#include "hostrt/hostrt.hpp"
+
+namespace {
+
+std::string bytes(std::uint64_t n) {
+  char buf[64];
+  if (n >= (1u << 20) && n % (1u << 20) == 0)
+    std::snprintf(buf, sizeof buf, "%llu MiB", static_cast<unsigned long long>(n >> 20));
+  else if (n >= 1024 && n % 1024 == 0)
+    std::snprintf(buf, sizeof buf, "%llu KiB", static_cast<unsigned long long>(n >> 10));
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+// Prints a debugfs file of the device, indented, when it can be read (root, debugfs mounted).
+void show_debugfs(const std::string& node, const char* file) {
+  const auto minor = node.rfind("renderD");
+  if (minor == std::string::npos) return;
+  const std::string path = "/sys/kernel/debug/dri/" + node.substr(minor + 7) + "/" + file;
+  const auto text = hostrt::detail::read_text(path);
+  if (!text) {
+    std::printf("    %s: not readable (%s)\n", file, path.c_str());
+    return;
+  }
+  std::printf("    -- %s --\n", file);
+  std::size_t start = 0;
+  while (start < text->size()) {
+    std::size_t end = text->find('\n', start);
+    if (end == std::string::npos) end = text->size();
+    std::printf("      %s\n", text->substr(start, end - start).c_str());
+    start = end + 1;
+  }
+}
+
+void usage() { std::fprintf(stderr, "usage: hostrt-smi [--backend drm|emulated] [--no-debugfs]\n"); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hostrt::Backend backend = hostrt::Backend::Drm;
+  bool debugfs = true;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) {
+      const char* b = argv[++i];
+      if (!std::strcmp(b, "emulated")) {
+        backend = hostrt::Backend::Emulated;
+      } else if (std::strcmp(b, "drm") != 0) {
+        usage();
+        return 2;
+      }
+    } else if (!std::strcmp(argv[i], "--no-debugfs")) {
+      debugfs = false;
+    } else {
+      usage();
+      return 2;
+    }
+  }
+  try {
+    const std::size_t n = hostrt::Device::count(backend);
+    std::printf("== hostrt-smi ==\nbackend %s: %zu device(s)\n", hostrt::to_string(backend), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      hostrt::Device d = hostrt::Device::open(i, backend);
+      const hostrt::Capabilities& c = d.capabilities();
+      std::printf("[%zu] %s\n", i, d.name().c_str());
+      std::printf("    interface %u.%u, DMA mask %u bits, IOMMU %s\n", c.version_major, c.version_minor,
+                  c.dma_mask_bits, c.iommu ? "yes" : "no");
+      std::printf("    device buffer %s, max transfer %zu B, max BO %s, max segment %s\n",
+                  bytes(c.device_buffer_size).c_str(), c.max_transfer, bytes(c.max_bo_size).c_str(),
+                  bytes(c.max_segment_size).c_str());
+      std::printf("    queues per file %u, copies per job %u, pinned by this process %s\n", c.max_queues,
+                  c.max_ops, bytes(d.pinned_bytes()).c_str());
+      if (debugfs && !d.node().empty())
+        for (const char* f : {"state", "engine", "pins"}) show_debugfs(d.node(), f);
+    }
+    return n ? 0 : 1;
+  } catch (const hostrt::Error& e) {
+    std::fprintf(stderr, "hostrt-smi: %s\n", e.what());
+    return 1;
+  }
+}
