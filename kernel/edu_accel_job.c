@@ -74,6 +74,12 @@ static enum drm_gpu_sched_stat edu_sched_timedout_job(struct drm_sched_job *sche
 	spin_lock(&sched->job_list_lock);
 	list_add(&sched_job->list, &sched->pending_list);
 	spin_unlock(&sched->job_list_lock);
+	/*
+	 * If the job finished while it was off the list, the scheduler thread looked for it in
+	 * vain and went back to sleep: wake it, or the job (and the pins of its BOs) waits for
+	 * some later completion to be freed.
+	 */
+	wake_up_interruptible(&sched->wake_up_worker);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
 }
 

@@ -87,6 +87,53 @@ inline int gem_close(int fd, uint32_t handle) {
   return call(fd, DRM_IOCTL_GEM_CLOSE, c);
 }
 
+inline int queue_create(int fd, drm_edu_accel_queue_create* q) {
+  *q = {};
+  return call(fd, DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, *q);
+}
+
+inline int queue_destroy(int fd, uint32_t queue) {
+  drm_edu_accel_queue_destroy d{};
+  d.queue = queue;
+  return call(fd, DRM_IOCTL_EDU_ACCEL_QUEUE_DESTROY, d);
+}
+
+inline drm_edu_accel_copy_op op(uint32_t type, uint32_t src, uint64_t src_off, uint32_t dst, uint64_t dst_off,
+                                uint64_t size) {
+  drm_edu_accel_copy_op o{};
+  o.type = type;
+  o.src_handle = src;
+  o.src_offset = src_off;
+  o.dst_handle = dst;
+  o.dst_offset = dst_off;
+  o.size = size;
+  return o;
+}
+
+// One SUBMIT; syncs given as (handle, point) pairs. Returns 0 or errno; *seqno on success.
+inline int submit(int fd, uint32_t queue, const drm_edu_accel_copy_op* ops, uint32_t nops,
+                  const drm_edu_accel_sync* in, uint32_t nin, const drm_edu_accel_sync* out, uint32_t nout,
+                  uint64_t* seqno = nullptr) {
+  drm_edu_accel_submit s{};
+  s.queue = queue;
+  s.ops = reinterpret_cast<uintptr_t>(ops);
+  s.op_count = nops;
+  s.in_syncs = reinterpret_cast<uintptr_t>(in);
+  s.in_sync_count = nin;
+  s.out_syncs = reinterpret_cast<uintptr_t>(out);
+  s.out_sync_count = nout;
+  int err = call(fd, DRM_IOCTL_EDU_ACCEL_SUBMIT, s);
+  if (!err && seqno) *seqno = s.seqno;
+  return err;
+}
+
+inline drm_edu_accel_sync sync_point(uint32_t handle, uint64_t point = 0) {
+  drm_edu_accel_sync s{};
+  s.handle = handle;
+  s.point = point;
+  return s;
+}
+
 inline bool env_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
   return v && std::string(v) == value;

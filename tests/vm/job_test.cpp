@@ -1,0 +1,475 @@
+// In-VM suite for the DMA engine, queues and fences: data integrity through the device,
+// ordering within and across queues, completion-page reads against syncobj waits, SIGKILL in
+// the middle of a copy, job timeouts by fault injection, and refused submissions.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "detail/sysfs.hpp"
+#include "edu_device.hpp"
+#include "proc_util.hpp"
+
+using namespace edu_test;
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint32_t kChunk = 4095;
+
+// Without icount every edu DMA takes 100 ms of real time: keep those runs short.
+bool slow_dma() { return env_is("VM_ICOUNT", "off"); }
+
+uint64_t abs_deadline_ns(double seconds) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) +
+         static_cast<uint64_t>(seconds * 1e9);
+}
+
+uint64_t engine_field(const std::string& debugfs, const std::string& key) {
+  auto text = hostrt::detail::read_text(debugfs + "/engine");
+  auto v = text ? hostrt::detail::field(*text, key) : std::nullopt;
+  return v ? std::stoull(*v) : ~0ull;
+}
+
+// A driver-allocated BO mapped into the process.
+struct HostBo {
+  uint32_t handle = 0;
+  uint8_t* p = nullptr;
+  uint64_t size = 0;
+};
+
+// Heap memory registered with BO_USERPTR (pages scattered: many DMA segments without an IOMMU).
+struct UserBo {
+  std::unique_ptr<uint8_t[]> mem;
+  uint32_t handle = 0;
+};
+
+class JobTest : public ::testing::Test {
+ public:
+  void SetUp() override {
+    auto nodes = hostrt::detail::bound_edu_nodes();
+    ASSERT_FALSE(nodes.empty());
+    node_ = nodes[0];
+    fd_ = std::make_unique<Fd>(node_.render);
+    ASSERT_GE(fd(), 0);
+    pins_before_ = pins_outstanding();
+    queue_ = make_queue();
+  }
+  void TearDown() override {
+    for (auto& [p, n] : maps_) munmap(p, n);
+    fd_.reset();
+    // The file is gone, but its last jobs may still be draining: pins must return.
+    for (int i = 0; i < 600 && pins_outstanding() != pins_before_; ++i) usleep(100000);
+    EXPECT_EQ(pins_outstanding(), pins_before_);
+  }
+  int fd() const { return fd_->get(); }
+
+  uint32_t make_queue() {
+    drm_edu_accel_queue_create q;
+    EXPECT_EQ(queue_create(fd(), &q), 0);
+    if (!page_) {
+      drm_edu_accel_bo_info info;
+      EXPECT_EQ(bo_info(fd(), q.completion_handle, &info), 0);
+      void* m = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
+      EXPECT_NE(m, MAP_FAILED);
+      page_ = static_cast<const uint8_t*>(m);
+      maps_.push_back({m, kPage});
+    }
+    slots_[q.queue] = reinterpret_cast<const volatile drm_edu_accel_completion*>(page_ + q.completion_offset);
+    return q.queue;
+  }
+
+  const volatile drm_edu_accel_completion* slot(uint32_t queue) { return slots_[queue]; }
+
+  HostBo host_bo(uint64_t size) {
+    HostBo b;
+    uint64_t off = 0;
+    EXPECT_EQ(bo_create(fd(), size, &b.handle, &off), 0);
+    b.size = (size + kPage - 1) & ~(kPage - 1);
+    void* m = mmap(nullptr, b.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(off));
+    EXPECT_NE(m, MAP_FAILED);
+    b.p = static_cast<uint8_t*>(m);
+    maps_.push_back({m, b.size});
+    return b;
+  }
+
+  UserBo user_bo(uint64_t size, uint32_t seed) {
+    UserBo b;
+    b.mem.reset(new uint8_t[size]);
+    std::mt19937 rng(seed);
+    for (uint64_t i = 0; i < size; ++i) b.mem[i] = static_cast<uint8_t>(rng());
+    EXPECT_EQ(bo_userptr(fd(), b.mem.get(), size, 0, &b.handle), 0);
+    return b;
+  }
+
+  uint32_t syncobj(uint32_t flags = 0) {
+    uint32_t h = 0;
+    EXPECT_EQ(drmSyncobjCreate(fd(), flags, &h), 0);
+    return h;
+  }
+
+  // Submits and returns the job's seqno (0 on failure, reported).
+  uint64_t run(uint32_t queue, std::vector<drm_edu_accel_copy_op> ops, std::vector<drm_edu_accel_sync> in = {},
+               std::vector<drm_edu_accel_sync> out = {}) {
+    uint64_t seqno = 0;
+    const int err = submit(fd(), queue, ops.data(), static_cast<uint32_t>(ops.size()), in.data(),
+                           static_cast<uint32_t>(in.size()), out.data(), static_cast<uint32_t>(out.size()), &seqno);
+    EXPECT_EQ(err, 0) << strerror(err);
+    return seqno;
+  }
+
+  // Waits (in guest time, cheap under icount) until the engine holds no job.
+  bool engine_idle(int seconds) {
+    for (int i = 0; i < seconds * 10; ++i) {
+      auto text = hostrt::detail::read_text(node_.debugfs + "/engine");
+      if (text && text->find("busy: no") != std::string::npos && text->find("\njob ") == std::string::npos)
+        return true;
+      usleep(100000);
+    }
+    return false;
+  }
+
+  bool wait(uint32_t h, double seconds = 600) {
+    return drmSyncobjWait(fd(), &h, 1, static_cast<int64_t>(abs_deadline_ns(seconds)),
+                          DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr) == 0;
+  }
+
+  // H2D then D2H of each 4095-byte chunk: every byte crosses into the device and back.
+  void roundtrip_through_device(uint32_t queue, uint32_t src, uint64_t src_off, uint32_t dst, uint64_t dst_off,
+                                uint64_t size, uint32_t done) {
+    std::vector<drm_edu_accel_copy_op> ops;
+    for (uint64_t at = 0; at < size; at += kChunk) {
+      const uint64_t n = std::min<uint64_t>(kChunk, size - at);
+      ops.push_back(op(EDU_ACCEL_OP_H2D, src, src_off + at, 0, 0, n));
+      ops.push_back(op(EDU_ACCEL_OP_D2H, 0, 0, dst, dst_off + at, n));
+      if (ops.size() == EDU_MAX_OPS_FOR_TEST || at + kChunk >= size) {
+        const bool last = at + kChunk >= size;
+        run(queue, ops, {}, last ? std::vector{sync_point(done)} : std::vector<drm_edu_accel_sync>{});
+        ops.clear();
+      }
+    }
+  }
+
+  static constexpr size_t EDU_MAX_OPS_FOR_TEST = 64;
+  hostrt::detail::EduNode node_;
+  std::unique_ptr<Fd> fd_;
+  int64_t pins_before_ = 0;
+  uint32_t queue_ = 0;
+  const uint8_t* page_ = nullptr;
+  std::map<uint32_t, const volatile drm_edu_accel_completion*> slots_;
+  std::vector<std::pair<void*, size_t>> maps_;
+};
+
+struct Case {
+  uint64_t size;
+  uint64_t src_off;
+  uint64_t dst_off;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.size << "B src+" << c.src_off << " dst+" << c.dst_off; }
+
+class Integrity : public JobTest, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(Integrity, HostToHostThroughTheDevice) {
+  const Case c = GetParam();
+  if (slow_dma() && c.size > 65536) GTEST_SKIP() << "100 ms per DMA without icount";
+  UserBo src = user_bo(c.src_off + c.size, static_cast<uint32_t>(c.size));
+  HostBo dst = host_bo(c.dst_off + c.size + 64);
+  std::memset(dst.p, 0xee, dst.size);
+  const uint32_t done = syncobj();
+  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, c.src_off, dst.handle, c.dst_off, c.size)}, {}, {sync_point(done)});
+  ASSERT_TRUE(wait(done));
+  ASSERT_EQ(std::memcmp(dst.p + c.dst_off, src.mem.get() + c.src_off, c.size), 0);
+  for (uint64_t i = 0; i < c.dst_off; ++i) ASSERT_EQ(dst.p[i], 0xee) << "wrote before the range at " << i;
+  for (uint64_t i = c.dst_off + c.size; i < dst.size; ++i) ASSERT_EQ(dst.p[i], 0xee) << "wrote past the range";
+  EXPECT_EQ(slot(queue_)->failed, 0u);
+}
+
+TEST_P(Integrity, HostToDeviceAndBack) {
+  const Case c = GetParam();
+  if (slow_dma() && c.size > 65536) GTEST_SKIP() << "100 ms per DMA without icount";
+  UserBo src = user_bo(c.src_off + c.size, static_cast<uint32_t>(c.size) + 1);
+  UserBo dst = user_bo(c.dst_off + c.size, 99);
+  const uint32_t done = syncobj();
+  roundtrip_through_device(queue_, src.handle, c.src_off, dst.handle, c.dst_off, c.size, done);
+  ASSERT_TRUE(wait(done));
+  ASSERT_EQ(std::memcmp(dst.mem.get() + c.dst_off, src.mem.get() + c.src_off, c.size), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, Integrity,
+                         ::testing::Values(Case{1, 3, 5}, Case{4095, 1, 7}, Case{4096, 17, 0}, Case{4097, 0, 4093},
+                                           Case{65536, 333, 4095}, Case{kMiB, 4097, 1}));
+
+TEST_F(JobTest, TransfersFollowDmaSegments) {
+  // A page-aligned created BO copied into itself: with an IOMMU one segment per side, so the
+  // engine needs exactly 2 * ceil(n / 4095) transfers for n bytes.
+  const uint64_t n = slow_dma() ? 3 * kChunk : 64 * kPage;
+  HostBo a = host_bo(n), b = host_bo(n);
+  drm_edu_accel_bo_info ia, ib;
+  ASSERT_EQ(bo_info(fd(), a.handle, &ia), 0);
+  ASSERT_EQ(bo_info(fd(), b.handle, &ib), 0);
+  const uint64_t before = engine_field(node_.debugfs, "transfers");
+  const uint32_t done = syncobj();
+  run(queue_, {op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, n)}, {}, {sync_point(done)});
+  ASSERT_TRUE(wait(done));
+  const uint64_t used = engine_field(node_.debugfs, "transfers") - before;
+  const uint64_t minimum = 2 * ((n + kChunk - 1) / kChunk);
+  if (ia.dma_nents == 1 && ib.dma_nents == 1)
+    EXPECT_EQ(used, minimum);
+  else  // each segment boundary may cut one chunk on each side
+    EXPECT_LE(used, minimum + ia.dma_nents + ib.dma_nents);
+}
+
+TEST_F(JobTest, JobsOfOneQueueRunInOrder) {
+  const uint64_t n = slow_dma() ? 8000 : 256 * 1024;
+  UserBo src = user_bo(n, 1);
+  HostBo mid = host_bo(n), dst = host_bo(n);
+  const uint32_t done = syncobj();
+  // No fence between them: only the queue's order makes the second copy see the first's data.
+  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, mid.handle, 0, n)});
+  const uint64_t last = run(queue_, {op(EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {}, {sync_point(done)});
+  ASSERT_TRUE(wait(done));
+  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), n), 0);
+  EXPECT_EQ(slot(queue_)->completed, last);
+  EXPECT_EQ(last, 2u);
+}
+
+TEST_F(JobTest, InFenceOrdersWorkAcrossQueues) {
+  const uint64_t big = slow_dma() ? 16 * 1024 : kMiB, n = 8000;
+  const uint32_t other = make_queue();
+  UserBo filler = user_bo(big, 2), src = user_bo(n, 3);
+  HostBo sink = host_bo(big), mid = host_bo(n), dst = host_bo(n);
+  const uint32_t tl = syncobj(), done = syncobj();
+  // queue_: a long copy, then the producer of `mid` (signals point 1 of the timeline).
+  run(queue_, {op(EDU_ACCEL_OP_H2H, filler.handle, 0, sink.handle, 0, big)});
+  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, mid.handle, 0, n)}, {}, {sync_point(tl, 1)});
+  // other: the consumer. Without the in-fence the scheduler would run it next, before the
+  // producer that sits behind the long copy.
+  run(other, {op(EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {sync_point(tl, 1)}, {sync_point(done)});
+  ASSERT_TRUE(wait(done));
+  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), n), 0);
+}
+
+TEST_F(JobTest, TimelinePointsSignalInOrder) {
+  UserBo src = user_bo(3 * kChunk, 4);
+  HostBo dst = host_bo(3 * kChunk);
+  const uint32_t tl = syncobj();
+  for (uint64_t i = 0; i < 3; ++i)
+    run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, i * kChunk, dst.handle, i * kChunk, kChunk)}, {},
+        {sync_point(tl, i + 1)});
+  uint64_t point = 3;
+  ASSERT_EQ(drmSyncobjTimelineWait(fd(), const_cast<uint32_t*>(&tl), &point, 1,
+                                   static_cast<int64_t>(abs_deadline_ns(600)), DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL,
+                                   nullptr),
+            0);
+  uint64_t reached = 0;
+  ASSERT_EQ(drmSyncobjQuery(fd(), const_cast<uint32_t*>(&tl), &reached, 1), 0);
+  EXPECT_EQ(reached, 3u);
+  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), 3 * kChunk), 0);
+}
+
+TEST_F(JobTest, CompletionPageAgreesWithSyncobjWaits) {
+  UserBo src = user_bo(kChunk, 5);
+  for (int i = 0; i < (slow_dma() ? 3 : 20); ++i) {
+    const uint32_t done = syncobj();
+    const uint64_t seqno = run(queue_, {op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, kChunk)}, {}, {sync_point(done)});
+    if (i % 2) {
+      // Memory says done -> the fence has signalled (it is signalled right after the write).
+      while (slot(queue_)->completed < seqno) sched_yield();
+      EXPECT_TRUE(wait(done, 10));
+    } else {
+      // Fence signalled -> memory already says done, with no failure.
+      ASSERT_TRUE(wait(done));
+      EXPECT_GE(slot(queue_)->completed, seqno);
+    }
+    EXPECT_LT(slot(queue_)->failed, seqno);
+    drmSyncobjDestroy(fd(), done);
+  }
+}
+
+TEST_F(JobTest, CompletionPageCannotBeMappedWritable) {
+  drm_edu_accel_queue_create q;
+  ASSERT_EQ(queue_create(fd(), &q), 0);
+  drm_edu_accel_bo_info info;
+  ASSERT_EQ(bo_info(fd(), q.completion_handle, &info), 0);
+  void* m = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
+  EXPECT_EQ(m, MAP_FAILED);
+  void* r = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
+  ASSERT_NE(r, MAP_FAILED);
+  EXPECT_NE(mprotect(r, kPage, PROT_READ | PROT_WRITE), 0);
+  munmap(r, kPage);
+}
+
+TEST_F(JobTest, DestroyedQueueStillFinishesItsJobs) {
+  const uint32_t q = make_queue();
+  UserBo src = user_bo(20000, 6);
+  HostBo dst = host_bo(20000);
+  const uint32_t done = syncobj();
+  run(q, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 20000)}, {}, {sync_point(done)});
+  ASSERT_EQ(queue_destroy(fd(), q), 0);
+  ASSERT_TRUE(wait(done));
+  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), 20000), 0);
+  EXPECT_EQ(queue_destroy(fd(), q), ENOENT);
+}
+
+TEST_F(JobTest, SigkillDuringALongCopyLeaksNothing) {
+  const uint64_t n = slow_dma() ? 32 * 1024 : 256 * 1024;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    Fd f(node_.render);
+    std::vector<uint8_t> a(n, 1), b(n, 2);
+    drm_edu_accel_queue_create q;
+    uint32_t ha = 0, hb = 0;
+    if (f.get() < 0 || queue_create(f.get(), &q) || bo_userptr(f.get(), a.data(), n, 0, &ha) ||
+        bo_userptr(f.get(), b.data(), n, 0, &hb))
+      _exit(1);
+    auto o = op(EDU_ACCEL_OP_H2H, ha, 0, hb, 0, n);
+    if (submit(f.get(), q.queue, &o, 1, nullptr, 0, nullptr, 0)) _exit(2);
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  usleep(50000);  // let the copy get going
+  EXPECT_GT(engine_field(node_.debugfs, "busy_ns"), 0u);
+  kill(pid, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  close(ready[0]);
+  close(ready[1]);
+  // The device may still be copying from the dead process's pages; they stay pinned until
+  // it is done, then everything is released.
+  EXPECT_TRUE(engine_idle(600)) << "the dead process's copy never drained";
+  for (int i = 0; i < 600 && pins_outstanding() != pins_before_; ++i) usleep(100000);
+  EXPECT_EQ(pins_outstanding(), pins_before_);
+}
+
+TEST_F(JobTest, StuckJobTimesOutAndTheQueueCarriesOn) {
+  UserBo src = user_bo(kChunk, 7);
+  HostBo dst = host_bo(kChunk);
+  ASSERT_TRUE(engine_idle(600)) << "an earlier test left work on the engine";
+  std::ofstream(node_.debugfs + "/fault_drop_irqs") << "1\n";
+  const uint32_t failed = syncobj(), ok = syncobj();
+  const uint64_t bad = run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
+  ASSERT_TRUE(wait(failed)) << "the timeout never failed the job";
+  EXPECT_EQ(slot(queue_)->failed, bad);
+  EXPECT_EQ(slot(queue_)->error, -ETIMEDOUT);
+  EXPECT_GE(slot(queue_)->completed, bad);
+  std::memset(dst.p, 0, kChunk);
+  const uint64_t good = run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(ok)});
+  ASSERT_TRUE(wait(ok));
+  EXPECT_EQ(slot(queue_)->completed, good);
+  EXPECT_EQ(slot(queue_)->failed, bad) << "the next job must succeed";
+  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), kChunk), 0);
+}
+
+// An untouched read-only anonymous page.
+struct ReadOnlyPage {
+  void* p = mmap(nullptr, kPage, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ~ReadOnlyPage() { munmap(p, kPage); }
+};
+
+// Refused submissions: one per test, each with its errno; nothing reaches the device.
+struct BadSubmit {
+  const char* name;
+  int expected;
+  int (*make)(JobTest& t, uint32_t queue, uint32_t src, uint32_t dst, uint32_t ro, int other_fd);
+};
+
+void PrintTo(const BadSubmit& b, std::ostream* os) { *os << b.name; }
+
+class BadSubmitTest : public JobTest, public ::testing::WithParamInterface<BadSubmit> {
+ public:
+  int one(uint32_t queue, drm_edu_accel_copy_op o) { return submit(fd(), queue, &o, 1, nullptr, 0, nullptr, 0); }
+};
+
+TEST_P(BadSubmitTest, IsRefusedBeforeTheHardware) {
+  HostBo src = host_bo(2 * kPage), dst = host_bo(2 * kPage);
+  ReadOnlyPage ro_mem;
+  uint32_t ro = 0;
+  ASSERT_EQ(bo_userptr(fd(), ro_mem.p, kPage, EDU_ACCEL_BO_USERPTR_READONLY, &ro), 0);
+  Fd other(node_.render);
+  const uint64_t transfers = engine_field(node_.debugfs, "transfers");
+  EXPECT_EQ(GetParam().make(*this, queue_, src.handle, dst.handle, ro, other.get()), GetParam().expected);
+  EXPECT_EQ(engine_field(node_.debugfs, "transfers"), transfers);
+  EXPECT_EQ(slot(queue_)->completed, 0u);
+}
+
+#define BAD(name, err, body)                                                                    \
+  BadSubmit {                                                                                   \
+    name, err, [](JobTest & t, uint32_t q, uint32_t s, uint32_t d, uint32_t ro, int other) {   \
+      auto& b = static_cast<BadSubmitTest&>(t);                                                 \
+      (void)b, (void)q, (void)s, (void)d, (void)ro, (void)other;                                \
+      body;                                                                                     \
+    }                                                                                           \
+  }
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadSubmitTest,
+    ::testing::Values(
+        BAD("RangePastTheSource", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2H, s, 2 * kPage - 10, d, 0, 11))),
+        BAD("RangePastTheDestination", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2H, s, 0, d, 1, 2 * kPage))),
+        BAD("OffsetPlusSizeWraps", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2H, s, ~0ull - 5, d, 0, 10))),
+        BAD("ZeroSize", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 0))),
+        BAD("DevicePastTheBuffer", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, 0, 4000, 96))),
+        BAD("DeviceFullBuffer", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, 0, 0, 4096))),
+        BAD("H2dWithADestinationHandle", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, d, 0, 10))),
+        BAD("UnknownOpType", EINVAL, return b.one(q, op(9, s, 0, d, 0, 10))),
+        BAD("OpFlags", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); o.flags = 1; return b.one(q, o)),
+        BAD("BogusHandle", ENOENT, return b.one(q, op(EDU_ACCEL_OP_H2H, 0x4444, 0, d, 0, 10))),
+        BAD("AnotherFilesHandle", ENOENT, uint32_t h = 0; drm_edu_accel_bo_info info;
+            // A handle of the other file that is not also a handle of this one.
+            do { if (bo_create(other, kPage, &h)) return -1; } while (bo_info(b.fd(), h, &info) == 0);
+            return b.one(q, op(EDU_ACCEL_OP_H2H, h, 0, d, 0, 10))),
+        BAD("WriteIntoReadOnlyRegistration", EACCES, return b.one(q, op(EDU_ACCEL_OP_D2H, 0, 0, ro, 0, 10))),
+        BAD("BogusQueue", ENOENT, return b.one(q + 100, op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10))),
+        BAD("NoOps", EINVAL, return submit(b.fd(), q, nullptr, 0, nullptr, 0, nullptr, 0)),
+        BAD("TooManyOps", EINVAL, std::vector<drm_edu_accel_copy_op> ops(65, op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 1));
+            return submit(b.fd(), q, ops.data(), 65, nullptr, 0, nullptr, 0)),
+        BAD("OpsPointerUnmapped", EFAULT, auto* p = reinterpret_cast<drm_edu_accel_copy_op*>(8);
+            return submit(b.fd(), q, p, 1, nullptr, 0, nullptr, 0)),
+        BAD("BogusInSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); auto in = sync_point(0x5555);
+            return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
+        BAD("BogusOutSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); auto out = sync_point(0x5555);
+            return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
+        BAD("SyncPadNotZero", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); uint32_t h = b.syncobj();
+            auto out = sync_point(h); out.pad = 1; return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
+        BAD("SubmitFlags", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); drm_edu_accel_submit a{};
+            a.queue = q; a.ops = reinterpret_cast<uintptr_t>(&o); a.op_count = 1; a.flags = 2;
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
+        BAD("QueueCreateFlags", EINVAL, drm_edu_accel_queue_create c{}; c.flags = 1;
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
+        BAD("QueueDestroyPad", EINVAL, drm_edu_accel_queue_destroy c{}; c.queue = q; c.pad = 1;
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_DESTROY, c))),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(JobTest, QueuesPerFileAreBounded) {
+  const uint64_t max = param(fd(), EDU_ACCEL_PARAM_MAX_QUEUES);
+  ASSERT_EQ(max, 64u);
+  std::vector<uint32_t> ids{queue_};
+  drm_edu_accel_queue_create q;
+  while (ids.size() < max) {
+    ASSERT_EQ(queue_create(fd(), &q), 0);
+    ids.push_back(q.queue);
+  }
+  EXPECT_EQ(queue_create(fd(), &q), ENOSPC);
+  ASSERT_EQ(queue_destroy(fd(), ids.back()), 0);
+  EXPECT_EQ(queue_create(fd(), &q), 0);
+}
+
+}  // namespace
