@@ -9,6 +9,7 @@ PKGS=(
 	linux-headers-amd64 sparse
 	libdrm-dev
 	libgtest-dev libgmock-dev googletest libbenchmark-dev
+	libmimalloc-dev libjemalloc-dev
 	clang-format
 )
 

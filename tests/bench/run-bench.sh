@@ -19,6 +19,9 @@ in_vm() {
 in_vm noiommu "hostrun $bin/dma_selftest_bench 5 && hostrun $bin/pin_bench 7"
 in_vm iommu "hostrun $bin/pin_bench 7 _iommu"
 
+# Host: the caching pool vs mimalloc, glibc and jemalloc (Emulated backend, no VM needed).
+"$build/cmake/tests/bench/pool_bench" | tee "$build/bench/pool_bench.log" | grep '^METRIC ' >> "$metrics" || failed=1
+
 echo "---- $metrics"
 cat "$metrics"
 exit $failed

@@ -11,7 +11,9 @@ inline constexpr std::size_t kPageSize = 4096;         // segment bookkeeping gr
 inline constexpr std::size_t kSmallLimit = 1u << 20;   // rounded sizes up to this are "small"
 inline constexpr std::size_t kSmallSegmentMax = 32u << 20;
 inline constexpr std::size_t kLargeSegmentMax = 256u << 20;
-inline constexpr std::size_t kSegmentGranule = 2u << 20;
+// Segment sizes past the minimum grow in these steps: fine enough that the last, partly used
+// segment stays near a sixteenth of the pool.
+inline constexpr std::size_t kSegmentGranule = 64u << 10;
 // Far below SIZE_MAX so that rounding and segment arithmetic cannot overflow.
 inline constexpr std::size_t kMaxRequest = std::size_t{1} << 46;
 

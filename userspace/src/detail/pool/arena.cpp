@@ -34,8 +34,8 @@ void Arena::set_slot(Block* b, Block* value) noexcept {
   b->segment->slots.store((b->addr - b->segment->base) / kAlignment, value);
 }
 
-Block* Arena::fit(std::size_t rounded) {
-  FreeIndex& idx = free_[static_cast<int>(size_class_of(rounded))];
+Block* Arena::fit_in(std::size_t rounded, SizeClass cls) {
+  FreeIndex& idx = free_[static_cast<int>(cls)];
   auto it = idx.lower_bound(std::pair<std::size_t, std::uintptr_t>{rounded, 0});
   if (it == idx.end()) return nullptr;
   Block* b = *it;

@@ -31,7 +31,9 @@ class Arena {
 
   // The smallest free block of class size_class_of(rounded) that holds `rounded` bytes, split
   // to exactly that size and taken out of the index (state still Free: the caller sets it).
-  Block* fit(std::size_t rounded);
+  Block* fit(std::size_t rounded) { return fit_in(rounded, size_class_of(rounded)); }
+  // The same in the segments of class `cls`: the pool's last resort before growing.
+  Block* fit_in(std::size_t rounded, SizeClass cls);
   // Back into the index, merged with free neighbours.
   void free(Block* b) noexcept;
   // Throws std::bad_alloc (page-map nodes); on throw the segment is not taken.

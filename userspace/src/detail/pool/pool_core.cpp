@@ -169,6 +169,18 @@ void* PoolCore::allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t ro
       drain_locked(tc);
       b = arena_.fit(rounded);
     }
+    if (b == nullptr) {
+      // Free space in the other class's segments beats growing: it is reserved already. The
+      // classes stay apart as long as either has room, which is what keeps small blocks from
+      // scattering over large segments in the steady state.
+      b = arena_.fit_in(rounded, cls == SizeClass::Small ? SizeClass::Large : SizeClass::Small);
+    }
+    if (b == nullptr && arena_.has_idle()) {
+      // About to grow: idle segments could not serve this request, and keeping them while
+      // adding more would only inflate the pool. They go back to the driver (after the lock).
+      doomed = arena_.take_idle(0);
+      segments_released_ += doomed.size();
+    }
     if (b != nullptr) {
       hand_out(tc, b, bytes, home, !grew);
       sample_peaks_locked();
@@ -182,6 +194,7 @@ void* PoolCore::allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t ro
     if (seg > room && exact <= room) seg = exact;
     if (!source_refused && seg <= room) {
       lk.unlock();
+      doomed.clear();  // give back before taking more
       try {
         grow(seg, cls);
         grew = true;

@@ -1,0 +1,409 @@
+// pool_bench: the caching pool against general-purpose allocators, on the host (Emulated
+// backend: the pool's warm path never reaches the backend, so the figures hold for Drm).
+//
+//  1. Warm allocate+free pairs, 64 B .. 1 MiB, one thread: the pool (a Stream with no
+//     unfinished work, so blocks are reusable at once) vs mimalloc, glibc and jemalloc.
+//  2. Two-thread scaling (2-thread / 1-thread throughput on a batch of mixed sizes), for the
+//     pool and for mimalloc in the same run.
+//  3. Replayed allocation traces: the pool's peak reserved bytes over the trace's peak
+//     requested bytes, and what a power-of-two caching allocator would have reserved.
+//
+// Prints Google Benchmark's table, then "METRIC <name> <value> <unit>" lines.
+// Neither mimalloc nor jemalloc replaces this process's malloc: mimalloc is dlopen'ed with
+// RTLD_LOCAL | RTLD_DEEPBIND and called as mi_malloc/mi_free; Debian's jemalloc exports plain
+// malloc/free and cannot be dlopen'ed (static TLS), so its PIC archive is linked with every
+// public symbol renamed hostrt_bench_je_* (pool_bench_jemalloc.sh).
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "detail/pool/segment_source.hpp"
+#include "hostrt/hostrt.hpp"
+#include "hostrt/pool.hpp"
+
+#ifndef HOSTRT_BENCH_NO_JEMALLOC
+extern "C" void* hostrt_bench_je_malloc(std::size_t);
+extern "C" void hostrt_bench_je_free(void*);
+#endif
+
+namespace {
+
+// ---- the contenders ------------------------------------------------------------------------
+
+struct Mimalloc {
+  void* (*malloc)(std::size_t) = nullptr;
+  void (*free)(void*) = nullptr;
+  static const Mimalloc& get() {
+    static const Mimalloc m = [] {
+      Mimalloc r;
+      void* h = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      if (h == nullptr) {
+        std::fprintf(stderr, "pool_bench: cannot load mimalloc: %s\n", dlerror());
+        std::exit(2);
+      }
+      r.malloc = reinterpret_cast<void* (*)(std::size_t)>(dlsym(h, "mi_malloc"));
+      r.free = reinterpret_cast<void (*)(void*)>(dlsym(h, "mi_free"));
+      if (r.malloc == nullptr || r.free == nullptr) std::exit(2);
+      return r;
+    }();
+    return m;
+  }
+};
+
+// One device, one pool and one idle stream per benchmark thread, shared by all runs.
+struct PoolEnv {
+  hostrt::Device device = hostrt::Device::open(0, hostrt::Backend::Emulated);
+  hostrt::Pool pool{device};
+  std::vector<hostrt::Stream> streams;
+  PoolEnv() {
+    for (int i = 0; i < 4; ++i) streams.push_back(device.create_stream());
+  }
+  static PoolEnv& get() {
+    static PoolEnv e;
+    return e;
+  }
+};
+
+inline void touch(void* p) {
+  *static_cast<volatile char*>(p) = 1;
+  benchmark::DoNotOptimize(p);
+}
+
+const std::vector<std::int64_t> kPairSizes = {64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20};
+
+// ---- 1. warm pairs -------------------------------------------------------------------------
+
+void BM_Pair_pool(benchmark::State& st) {
+  auto& e = PoolEnv::get();
+  hostrt::Stream& s = e.streams[0];
+  const auto n = static_cast<std::size_t>(st.range(0));
+  e.pool.deallocate(e.pool.allocate(n, s), s);  // warm: the block now sits in this thread's cache
+  for (auto _ : st) {
+    void* p = e.pool.allocate(n, s);
+    touch(p);
+    e.pool.deallocate(p, s);
+  }
+}
+
+void BM_Pair_mimalloc(benchmark::State& st) {
+  const auto& m = Mimalloc::get();
+  const auto n = static_cast<std::size_t>(st.range(0));
+  m.free(m.malloc(n));
+  for (auto _ : st) {
+    void* p = m.malloc(n);
+    touch(p);
+    m.free(p);
+  }
+}
+
+void BM_Pair_glibc(benchmark::State& st) {
+  const auto n = static_cast<std::size_t>(st.range(0));
+  for (auto _ : st) {
+    void* p = std::malloc(n);
+    touch(p);
+    std::free(p);
+  }
+}
+
+#ifndef HOSTRT_BENCH_NO_JEMALLOC
+void BM_Pair_jemalloc(benchmark::State& st) {
+  const auto n = static_cast<std::size_t>(st.range(0));
+  for (auto _ : st) {
+    void* p = hostrt_bench_je_malloc(n);
+    touch(p);
+    hostrt_bench_je_free(p);
+  }
+}
+#endif
+
+// ---- 2. two-thread scaling -----------------------------------------------------------------
+
+// Sixteen live blocks of mixed sizes per iteration, several just above a power of two.
+const std::size_t kMix[16] = {64,   100,  256,   520,   1024,  1100,  4096,  4160,
+                              8192, 9000, 16448, 32768, 33000, 65536, 65600, 2048};
+
+template <typename Alloc, typename Free>
+void mix_loop(benchmark::State& st, Alloc&& alloc, Free&& dealloc) {
+  void* live[16];
+  for (auto _ : st) {
+    for (int i = 0; i < 16; ++i) {
+      live[i] = alloc(kMix[i]);
+      touch(live[i]);
+    }
+    for (int i = 15; i >= 0; --i) dealloc(live[i]);
+  }
+  st.SetItemsProcessed(st.iterations() * 16);
+}
+
+void BM_Mix_pool(benchmark::State& st) {
+  auto& e = PoolEnv::get();
+  hostrt::Stream& s = e.streams[static_cast<std::size_t>(st.thread_index())];
+  mix_loop(st, [&](std::size_t n) { return e.pool.allocate(n, s); }, [&](void* p) { e.pool.deallocate(p, s); });
+}
+
+void BM_Mix_mimalloc(benchmark::State& st) {
+  const auto& m = Mimalloc::get();
+  mix_loop(st, [&](std::size_t n) { return m.malloc(n); }, [&](void* p) { m.free(p); });
+}
+
+// ---- capturing results ---------------------------------------------------------------------
+
+struct Result {
+  double ns_per_iter = 0;
+  double items_per_second = 0;
+};
+std::map<std::string, Result> g_results;
+
+class CapturingReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
+      // Repetitions share a name: keep the best of them (the machine is shared and noisy).
+      auto [slot, fresh] = g_results.try_emplace(r.benchmark_name());
+      Result& out = slot->second;
+      const double ns = r.GetAdjustedRealTime();
+      out.ns_per_iter = fresh ? ns : std::min(out.ns_per_iter, ns);
+      if (auto it = r.counters.find("items_per_second"); it != r.counters.end())
+        out.items_per_second = std::max(out.items_per_second, static_cast<double>(it->second));
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+void metric(const std::string& name, double v, const char* unit) {
+  std::printf("METRIC %s %.4g %s\n", name.c_str(), v, unit);
+}
+
+// ---- 3. traces -----------------------------------------------------------------------------
+
+// Address space only: the pool never touches its memory in a replay, so nothing is faulted in.
+class AddressSpaceSource final : public hostrt::detail::pool::SegmentSource {
+ public:
+  std::unique_ptr<hostrt::detail::pool::SegmentMemory> allocate(std::size_t bytes) override {
+    struct Mapping final : hostrt::detail::pool::SegmentMemory {
+      explicit Mapping(std::size_t n) : n(n) {
+        p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) throw hostrt::OutOfMemory(ENOMEM, "bench: mmap");
+      }
+      ~Mapping() override { munmap(p, n); }
+      void* data() const noexcept override { return p; }
+      std::size_t size() const noexcept override { return n; }
+      void* p;
+      std::size_t n;
+    };
+    return std::make_unique<Mapping>(bytes);
+  }
+};
+
+struct Op {
+  bool alloc;
+  std::size_t id;
+  std::size_t bytes;
+};
+
+struct Trace {
+  std::string name;
+  std::vector<Op> ops;
+};
+
+class TraceBuilder {
+ public:
+  TraceBuilder(std::string name, unsigned seed) : rng_(seed) { t_.name = std::move(name); }
+  std::size_t alloc(std::size_t bytes) {
+    t_.ops.push_back({true, next_, bytes});
+    live_.push_back(next_);
+    return next_++;
+  }
+  void free(std::size_t id) {
+    t_.ops.push_back({false, id, 0});
+    live_.erase(std::find(live_.begin(), live_.end(), id));
+  }
+  void free_random() { free(live_[std::uniform_int_distribution<std::size_t>(0, live_.size() - 1)(rng_)]); }
+  std::size_t live() const { return live_.size(); }
+  // Log-uniform in [lo, hi]; a quarter of the sizes sit just above a power of two.
+  std::size_t size(std::size_t lo, std::size_t hi) {
+    const double l = std::log2(static_cast<double>(lo)), h = std::log2(static_cast<double>(hi));
+    const double e = std::uniform_real_distribution<double>(l, h)(rng_);
+    if (std::uniform_int_distribution<int>(0, 3)(rng_) == 0)
+      return (std::size_t{1} << static_cast<int>(e)) + std::uniform_int_distribution<std::size_t>(1, 256)(rng_);
+    return static_cast<std::size_t>(std::exp2(e));
+  }
+  std::mt19937_64& rng() { return rng_; }
+  Trace done() {
+    while (!live_.empty()) free(live_.back());
+    return std::move(t_);
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  Trace t_;
+  std::vector<std::size_t> live_;
+  std::size_t next_ = 0;
+};
+
+std::vector<Trace> make_traces() {
+  std::vector<Trace> out;
+  {  // Inference: weights for the whole run, then per-step activations freed in reverse order.
+    TraceBuilder b("inference", 1);
+    for (int i = 0; i < 24; ++i) b.alloc(b.size(64 << 10, 24 << 20));
+    std::vector<std::size_t> layer_sizes;
+    for (int i = 0; i < 48; ++i) layer_sizes.push_back(b.size(1 << 10, 8 << 20));
+    for (int step = 0; step < 100; ++step) {
+      std::vector<std::size_t> acts;
+      for (std::size_t s : layer_sizes) acts.push_back(b.alloc(s + static_cast<std::size_t>(step % 3) * 64));
+      for (auto it = acts.rbegin(); it != acts.rend(); ++it) b.free(*it);
+    }
+    out.push_back(b.done());
+  }
+  {  // Random lifetimes over a live set of a few hundred blocks of 64 B .. 4 MiB.
+    TraceBuilder b("random", 2);
+    for (int i = 0; i < 40000; ++i) {
+      if (b.live() < 300 || (b.live() < 700 && b.rng()() % 2 == 0))
+        b.alloc(b.size(64, 4 << 20));
+      else
+        b.free_random();
+    }
+    out.push_back(b.done());
+  }
+  {  // Growing: requests creep upwards (a sequence length growing), old holes become too small.
+    TraceBuilder b("growing", 3);
+    std::vector<std::size_t> fifo;
+    for (int i = 0; i < 6000; ++i) {
+      const std::size_t base = (64 << 10) + static_cast<std::size_t>(i) * 256;
+      fifo.push_back(b.alloc(base + b.rng()() % (base / 2)));
+      if (fifo.size() > 120) {
+        b.free(fifo.front());
+        fifo.erase(fifo.begin());
+      }
+    }
+    out.push_back(b.done());
+  }
+  {  // Small objects: many live blocks of 64 B .. 64 KiB, freed at random.
+    TraceBuilder b("small", 4);
+    for (int i = 0; i < 100000; ++i) {
+      if (b.live() < 4000 || b.rng()() % 2 == 0)
+        b.alloc(b.size(64, 64 << 10));
+      else
+        b.free_random();
+    }
+    out.push_back(b.done());
+  }
+  return out;
+}
+
+struct TraceResult {
+  std::size_t peak_requested = 0;
+  std::size_t pool_peak_reserved = 0;
+  std::size_t pow2_reserved = 0;  // a power-of-two caching allocator that never splits or merges
+};
+
+TraceResult replay(const Trace& t) {
+  TraceResult r;
+  hostrt::Pool pool(std::make_unique<AddressSpaceSource>(), hostrt::PoolOptions{});
+  std::vector<void*> ptrs(t.ops.size());
+  std::vector<std::size_t> sizes(t.ops.size());
+  std::size_t live = 0;
+  std::map<std::size_t, std::size_t> pow2_free;  // bin -> free blocks
+  for (const Op& op : t.ops) {
+    if (op.alloc) {
+      ptrs[op.id] = pool.allocate(op.bytes);
+      sizes[op.id] = op.bytes;
+      live += op.bytes;
+      r.peak_requested = std::max(r.peak_requested, live);
+      const std::size_t bin = std::bit_ceil(op.bytes);
+      if (pow2_free[bin] > 0)
+        --pow2_free[bin];
+      else
+        r.pow2_reserved += bin;
+    } else {
+      pool.deallocate(ptrs[op.id]);
+      live -= sizes[op.id];
+      ++pow2_free[std::bit_ceil(sizes[op.id])];
+    }
+  }
+  r.pool_peak_reserved = pool.stats().peak_reserved_bytes;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (auto* b : {benchmark::RegisterBenchmark("Pair/pool", BM_Pair_pool),
+                  benchmark::RegisterBenchmark("Pair/mimalloc", BM_Pair_mimalloc),
+                  benchmark::RegisterBenchmark("Pair/glibc", BM_Pair_glibc),
+#ifndef HOSTRT_BENCH_NO_JEMALLOC
+                  benchmark::RegisterBenchmark("Pair/jemalloc", BM_Pair_jemalloc),
+#endif
+       }) {
+    for (auto n : kPairSizes) b->Arg(n);
+  }
+  for (auto* b : {benchmark::RegisterBenchmark("Mix/pool", BM_Mix_pool),
+                  benchmark::RegisterBenchmark("Mix/mimalloc", BM_Mix_mimalloc)}) {
+    b->Threads(1)->Threads(2)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(false);
+  }
+  benchmark::Initialize(&argc, argv);
+  CapturingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  // 1. Pairs: ratio per size; the headline is the worst size.
+  double worst = 0, log_sum = 0;
+  int count = 0;
+  for (auto n : kPairSizes) {
+    const std::string arg = "/" + std::to_string(n);
+    auto pool = g_results.find("Pair/pool" + arg), mi = g_results.find("Pair/mimalloc" + arg);
+    if (pool == g_results.end() || mi == g_results.end()) continue;
+    const double ratio = pool->second.ns_per_iter / mi->second.ns_per_iter;
+    worst = std::max(worst, ratio);
+    log_sum += std::log(ratio);
+    ++count;
+    for (const char* who : {"pool", "mimalloc", "glibc", "jemalloc"})
+      if (auto it = g_results.find(std::string("Pair/") + who + arg); it != g_results.end())
+        metric(std::string("pair_ns_") + who + "_" + std::to_string(n), it->second.ns_per_iter, "ns");
+  }
+  if (count > 0) {
+    metric("pool_vs_mimalloc_ratio", worst, "ratio");
+    metric("pool_vs_mimalloc_ratio_geomean", std::exp(log_sum / count), "ratio");
+  }
+
+  // 2. Scaling: best of the repetitions at each thread count (the machine is shared and noisy).
+  auto best_ips = [](const std::string& who, const std::string& threads) {
+    double best = 0;
+    for (const auto& [name, r] : g_results)
+      if (name.rfind("Mix/" + who + "/", 0) == 0 && name.ends_with(threads)) best = std::max(best, r.items_per_second);
+    return best;
+  };
+  const double p1 = best_ips("pool", "threads:1"), p2 = best_ips("pool", "threads:2");
+  const double m1 = best_ips("mimalloc", "threads:1"), m2 = best_ips("mimalloc", "threads:2");
+  if (p1 > 0 && m1 > 0 && m2 > 0) {
+    metric("pool_2thread_scaling", p2 / p1, "ratio");
+    metric("mimalloc_2thread_scaling", m2 / m1, "ratio");
+    metric("pool_2thread_scaling_vs_mimalloc", (p2 / p1) / (m2 / m1), "ratio");
+  }
+
+  // 3. Traces: the headline is the worst trace.
+  double worst_trace = 0;
+  for (const Trace& t : make_traces()) {
+    const TraceResult r = replay(t);
+    const double pool_ratio = static_cast<double>(r.pool_peak_reserved) / static_cast<double>(r.peak_requested);
+    const double pow2_ratio = static_cast<double>(r.pow2_reserved) / static_cast<double>(r.peak_requested);
+    worst_trace = std::max(worst_trace, pool_ratio);
+    metric("trace_" + t.name + "_peak_requested_mib", static_cast<double>(r.peak_requested) / (1 << 20), "MiB");
+    metric("trace_" + t.name + "_pool_reserved_over_peak", pool_ratio, "ratio");
+    metric("trace_" + t.name + "_pow2_reserved_over_peak", pow2_ratio, "ratio");
+  }
+  metric("pool_reserved_over_peak", worst_trace, "ratio");
+  return 0;
+}
