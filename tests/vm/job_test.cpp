@@ -246,19 +246,19 @@ TEST_F(JobTest, JobsOfOneQueueRunInOrder) {
 }
 
 TEST_F(JobTest, InFenceOrdersWorkAcrossQueues) {
-  const uint64_t big = slow_dma() ? 16 * 1024 : kMiB, n = 8000;
+  const uint64_t n = 8000;
   const uint32_t other = make_queue();
-  UserBo filler = user_bo(big, 2), src = user_bo(n, 3);
-  HostBo sink = host_bo(big), mid = host_bo(n), dst = host_bo(n);
+  UserBo filler = user_bo(kChunk, 2), src = user_bo(n, 3);
+  HostBo sink = host_bo(kChunk), mid = host_bo(n), dst = host_bo(n);
   const uint32_t tl = syncobj(), done = syncobj();
-  // queue_: a long copy, then the producer of `mid` (signals point 1 of the timeline).
-  run(queue_, {op(EDU_ACCEL_OP_H2H, filler.handle, 0, sink.handle, 0, big)});
+  // Fill every engine slot the scheduler may hand out (8) from queue_, so the producer below
+  // waits in the scheduler. When a slot frees, the scheduler's round robin would pick `other`
+  // first: only the in-fence keeps the consumer behind the producer.
+  for (int i = 0; i < 10; ++i) run(queue_, {op(EDU_ACCEL_OP_H2H, filler.handle, 0, sink.handle, 0, kChunk)});
   run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, mid.handle, 0, n)}, {}, {sync_point(tl, 1)});
-  // other: the consumer. Without the in-fence the scheduler would run it next, before the
-  // producer that sits behind the long copy.
   run(other, {op(EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {sync_point(tl, 1)}, {sync_point(done)});
   ASSERT_TRUE(wait(done));
-  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), n), 0);
+  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), n), 0) << "the consumer ran before its producer";
 }
 
 TEST_F(JobTest, TimelinePointsSignalInOrder) {
