@@ -16,8 +16,10 @@ in_vm() {
 	grep -h '^METRIC ' "$build/bench/vm-$1/cmd.log" | tr -d '\r' >> "$metrics" || true
 }
 
-in_vm noiommu "hostrun $bin/dma_selftest_bench 5 && hostrun $bin/pin_bench 7"
-in_vm iommu "hostrun $bin/pin_bench 7 _iommu"
+in_vm noiommu "hostrun $bin/dma_selftest_bench 5 && hostrun $bin/pin_bench 7 && hostrun $bin/engine_bench"
+in_vm iommu "hostrun $bin/pin_bench 7 _iommu && hostrun $bin/engine_bench _iommu"
+# Real time (no icount): what submit-to-complete costs in wall time on top of the device.
+in_vm smp2 "hostrun $bin/engine_bench _smp2 2 65520"
 
 # Host: the caching pool vs mimalloc, glibc and jemalloc (Emulated backend, no VM needed).
 "$build/cmake/tests/bench/pool_bench" | tee "$build/bench/pool_bench.log" | grep '^METRIC ' >> "$metrics" || failed=1
