@@ -96,6 +96,18 @@ void BM_Pair_pool(benchmark::State& st) {
   }
 }
 
+// The same without a stream: what the stream's completion check costs on the warm path.
+void BM_Pair_pool_nostream(benchmark::State& st) {
+  auto& e = PoolEnv::get();
+  const auto n = static_cast<std::size_t>(st.range(0));
+  e.pool.deallocate(e.pool.allocate(n));
+  for (auto _ : st) {
+    void* p = e.pool.allocate(n);
+    touch(p);
+    e.pool.deallocate(p);
+  }
+}
+
 void BM_Pair_mimalloc(benchmark::State& st) {
   const auto& m = Mimalloc::get();
   const auto n = static_cast<std::size_t>(st.range(0));
@@ -341,6 +353,7 @@ TraceResult replay(const Trace& t) {
 
 int main(int argc, char** argv) {
   for (auto* b : {benchmark::RegisterBenchmark("Pair/pool", BM_Pair_pool),
+                  benchmark::RegisterBenchmark("Pair/pool_nostream", BM_Pair_pool_nostream),
                   benchmark::RegisterBenchmark("Pair/mimalloc", BM_Pair_mimalloc),
                   benchmark::RegisterBenchmark("Pair/glibc", BM_Pair_glibc),
 #ifndef HOSTRT_BENCH_NO_JEMALLOC
@@ -369,7 +382,7 @@ int main(int argc, char** argv) {
     worst = std::max(worst, ratio);
     log_sum += std::log(ratio);
     ++count;
-    for (const char* who : {"pool", "mimalloc", "glibc", "jemalloc"})
+    for (const char* who : {"pool", "pool_nostream", "mimalloc", "glibc", "jemalloc"})
       if (auto it = g_results.find(std::string("Pair/") + who + arg); it != g_results.end())
         metric(std::string("pair_ns_") + who + "_" + std::to_string(n), it->second.ns_per_iter, "ns");
   }

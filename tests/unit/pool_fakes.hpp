@@ -24,6 +24,7 @@ namespace hostrt::test {
 class FakeStream {
  public:
   explicit FakeStream(std::uint64_t id) : id_(id) {}
+  std::uint64_t id() const { return id_; }
 
   // A job that will end when complete_to() (or a wait) reaches its point.
   std::uint64_t submit() { return submitted_.fetch_add(1, std::memory_order_acq_rel) + 1; }
@@ -39,7 +40,7 @@ class FakeStream {
   // The next wait_point reports a device fault (after completing, as a failed job ends).
   void fail_next_wait() { fail_next_ = true; }
 
-  detail::pool::StreamRef ref() { return {this, id_, &kOps}; }
+  detail::pool::StreamRef ref() { return {this, &kOps}; }
 
  private:
   static const detail::pool::StreamOps kOps;
@@ -52,7 +53,11 @@ class FakeStream {
 };
 
 inline const detail::pool::StreamOps FakeStream::kOps = {
-    [](const void* s) noexcept { return static_cast<const FakeStream*>(s)->submitted(); },
+    [](const void* s) noexcept {
+      const auto* f = static_cast<const FakeStream*>(s);
+      const std::uint64_t last = f->submitted();
+      return f->completed() >= last ? std::uint64_t{0} : last;
+    },
     [](const void* s, std::uint64_t p) noexcept { return static_cast<const FakeStream*>(s)->completed() >= p; },
     [](void* s, std::uint64_t p) {
       auto* f = static_cast<FakeStream*>(s);

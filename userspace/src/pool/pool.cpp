@@ -21,14 +21,18 @@ using detail::pool::StreamOps;
 using detail::pool::StreamRef;
 
 const StreamOps kStreamOps = {
-    [](const void* s) noexcept { return static_cast<const Stream*>(s)->last_submitted(); },
+    [](const void* s) noexcept {
+      const auto* st = static_cast<const Stream*>(s);
+      const std::uint64_t last = st->last_submitted();
+      return st->reached(last) ? std::uint64_t{0} : last;
+    },
     [](const void* s, std::uint64_t point) noexcept { return static_cast<const Stream*>(s)->reached(point); },
     [](void* s, std::uint64_t point) { static_cast<Stream*>(s)->wait_point(point); },
 };
 
 StreamRef ref(Stream& s) {
   if (!s) throw InvalidArgument(EINVAL, "pool: empty (destroyed or moved-from) stream");
-  return StreamRef{&s, s.id(), &kStreamOps};
+  return StreamRef{&s, &kStreamOps};
 }
 
 class DeviceSegment final : public detail::pool::SegmentMemory {

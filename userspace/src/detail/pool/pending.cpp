@@ -14,7 +14,7 @@ void PendingFrees::add(Block* b) {
 
 void PendingFrees::enqueue(Block* b) {
   const StreamPoint& w = b->waits.back();
-  Queue& q = queues_[w.stream.key];
+  Queue& q = queues_[w.stream.key()];
   q.stream = w.stream;
   // Frees on one stream arrive in point order except when two threads race, or a block
   // arrives from another stream's queue; keep the queue sorted so its head is always the

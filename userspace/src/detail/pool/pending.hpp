@@ -40,7 +40,7 @@ class PendingFrees {
   };
   void enqueue(Block* b);
 
-  std::unordered_map<std::uint64_t, Queue> queues_;
+  std::unordered_map<std::uintptr_t, Queue> queues_;
   std::size_t bytes_ = 0;
   std::size_t blocks_ = 0;
   std::uint64_t seq_ = 0;

@@ -68,7 +68,7 @@ PoolCore::~PoolCore() {
 
 // ---- per-thread caches -------------------------------------------------------------------
 
-ThreadCache& PoolCore::cache() {
+inline ThreadCache& PoolCore::cache() {
   if (tl_fast.pool_id == id_) [[likely]]
     return *tl_fast.cache;
   return bind_thread();
@@ -143,7 +143,7 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
   return allocate_slow(tc, bytes, rounded, home);
 }
 
-void PoolCore::hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home, bool hit) noexcept {
+inline void PoolCore::hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home, bool hit) noexcept {
   b->requested = bytes;
   b->home = home;
   b->set_state(BlockState::Allocated);
@@ -244,7 +244,7 @@ void PoolCore::grow(std::size_t bytes, SizeClass cls) {
 
 // ---- deallocate --------------------------------------------------------------------------
 
-Block* PoolCore::find_allocated(const void* p) const {
+inline Block* PoolCore::find_allocated(const void* p) const {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   const Segment* seg = map_.lookup(addr);
   Block* b = nullptr;
@@ -259,18 +259,20 @@ Block* PoolCore::find_allocated(const void* p) const {
 // Captures, for every stream the block may have been used on (the one it is freed on, its
 // home stream, and each record_stream stream), the last point submitted so far that the host
 // has not yet seen completed. Later work cannot involve the block: the caller gave it up.
-void PoolCore::collect_waits(Block* b, StreamRef stream) const {
+// record_stream keeps `uses` free of duplicates and of the home stream, so only the stream
+// freed on needs skipping.
+inline void PoolCore::collect_waits(Block* b, StreamRef stream) const {
   b->waits.clear();
 #ifndef HOSTRT_POOL_UNSAFE_REUSE
   auto add = [b](StreamRef s) {
-    for (const StreamPoint& w : b->waits)
-      if (w.stream.key == s.key) return;
-    const std::uint64_t point = s.last_submitted();
-    if (!s.reached(point)) b->waits.push_back({s, point});
+    if (const std::uint64_t point = s.unfinished()) b->waits.push_back({s, point});
   };
   if (stream) add(stream);
-  if (b->home) add(b->home);
-  for (const StreamRef& u : b->uses) add(u);
+  if (b->home && b->home.key() != stream.key()) add(b->home);
+  if (!b->uses.empty()) [[unlikely]] {
+    for (const StreamRef& u : b->uses)
+      if (u.key() != stream.key()) add(u);
+  }
 #else
   // Deliberately wrong, to prove the reuse-safety test can fail: ignores the device.
   (void)stream;
@@ -336,9 +338,9 @@ void PoolCore::free_locked_path(Block* b) {
 void PoolCore::record_stream(void* p, StreamRef stream) {
   if (!stream) throw InvalidArgument(EINVAL, "pool: record_stream with an empty stream");
   Block* b = find_allocated(p);
-  if (b->home && b->home.key == stream.key) return;
+  if (b->home && b->home.key() == stream.key()) return;
   for (const StreamRef& u : b->uses)
-    if (u.key == stream.key) return;
+    if (u.key() == stream.key()) return;
   b->uses.push_back(stream);
 }
 

@@ -8,22 +8,25 @@
 namespace hostrt::detail::pool {
 
 struct StreamOps {
-  std::uint64_t (*last_submitted)(const void* stream) noexcept;
+  // The last point submitted so far if the host has not yet seen it completed, else 0: what a
+  // free must wait for. One call, because it is on the pool's fast path.
+  std::uint64_t (*unfinished)(const void* stream) noexcept;
   // Must not make a syscall: the pool calls it while holding its arena lock.
   bool (*reached)(const void* stream, std::uint64_t point) noexcept;
   // May block and may throw (a device fault); never called under a pool lock.
   void (*wait_point)(void* stream, std::uint64_t point);
 };
 
-// A non-owning reference; `key` identifies the stream for the per-stream pending queues
-// (hostrt::Stream::id(), stable for the stream's life, unlike its address).
+// A non-owning reference, two words so that it travels in registers. The stream's address is
+// its identity (key()) for the per-stream pending queues and record_stream: the pool's
+// contract already requires a stream to stay where it is while the pool refers to it.
 struct StreamRef {
   void* stream = nullptr;
-  std::uint64_t key = 0;
   const StreamOps* ops = nullptr;
 
   explicit operator bool() const noexcept { return stream != nullptr; }
-  std::uint64_t last_submitted() const noexcept { return ops->last_submitted(stream); }
+  std::uintptr_t key() const noexcept { return reinterpret_cast<std::uintptr_t>(stream); }
+  std::uint64_t unfinished() const noexcept { return ops->unfinished(stream); }
   bool reached(std::uint64_t point) const noexcept { return point == 0 || ops->reached(stream, point); }
   void wait_point(std::uint64_t point) const { ops->wait_point(stream, point); }
 };

@@ -38,29 +38,33 @@ class ThreadCache {
   explicit ThreadCache(std::size_t capacity_bytes) noexcept : capacity_(capacity_bytes) {}
 
   Block* pop(std::size_t rounded) noexcept {
-    Bin& bin = bins_[bin_of(rounded)];
-    Block* b = bin.head;
-    if (b == nullptr || bin.size != rounded) return nullptr;
-    bin.head = b->cache_next;
-    --bin.count;
+    Bin* bin = find(rounded);
+    if (bin == nullptr || bin->head == nullptr) return nullptr;
+    Block* b = bin->head;
+    bin->head = b->cache_next;
+    --bin->count;
     bytes_ -= rounded;
     ThreadCounters::bump(counters.cached, -static_cast<std::int64_t>(rounded));
     return b;
   }
 
-  // False when the block does not fit the budget or its bin holds another size: the caller
-  // then returns it to the arena.
+  // False when the block does not fit the budget or both bins it may use hold other sizes:
+  // the caller then returns it to the arena.
   bool push(Block* b) noexcept {
     if (b->size > capacity_ - bytes_ || b->size > kSmallLimit) return false;
-    Bin& bin = bins_[bin_of(b->size)];
-    if (bin.count == 0) {
-      bin.size = b->size;
-    } else if (bin.size != b->size || bin.count >= kBinDepth) {
+    Bin* bin = find(b->size);
+    if (bin == nullptr) {
+      // Two-way associative: a size takes whichever of its two bins is empty.
+      const std::size_t i = bin_of(b->size);
+      bin = bins_[i].count == 0 ? &bins_[i] : bins_[i ^ 1].count == 0 ? &bins_[i ^ 1] : nullptr;
+      if (bin == nullptr) return false;
+      bin->size = b->size;
+    } else if (bin->count >= kBinDepth) {
       return false;
     }
-    b->cache_next = bin.head;
-    bin.head = b;
-    ++bin.count;
+    b->cache_next = bin->head;
+    bin->head = b;
+    ++bin->count;
     bytes_ += b->size;
     ThreadCounters::bump(counters.cached, b->size);
     return true;
@@ -94,6 +98,13 @@ class ThreadCache {
   };
   // Fibonacci hashing of the size in 64-byte units: sizes that are multiples of large powers
   // of two (4 KiB, 64 KiB...) would all land in one bin with a plain modulo.
+  // The bin holding blocks of this size, if any (an emptied bin keeps its size until reused).
+  Bin* find(std::size_t rounded) noexcept {
+    const std::size_t i = bin_of(rounded);
+    if (bins_[i].size == rounded && bins_[i].count != 0) return &bins_[i];
+    if (bins_[i ^ 1].size == rounded && bins_[i ^ 1].count != 0) return &bins_[i ^ 1];
+    return nullptr;
+  }
   static std::size_t bin_of(std::size_t rounded) noexcept {
     return static_cast<std::size_t>(((rounded >> 6) * 0x9E3779B97F4A7C15ull) >> 58);
   }
