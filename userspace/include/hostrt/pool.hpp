@@ -121,8 +121,8 @@ class PoolBuffer;
 
 class Pool {
  public:
-  // Segments come from device.host_alloc. The Device object may be destroyed before the pool
-  // (its buffers keep the device's internals alive).
+  // Segments come from device.host_alloc. The pool keeps the device's internals alive, so the
+  // Device object itself may go first (closing the device still ends its use).
   explicit Pool(Device& device, PoolOptions options = {});
   // Segments from any source (tests, or memory the caller pins some other way).
   Pool(std::unique_ptr<detail::pool::SegmentSource> source, PoolOptions options);
@@ -220,6 +220,7 @@ class RegisteredRange;
 
 class RegistrationCache {
  public:
+  // flags as for Device::host_register. Keeps the device's internals alive, like Pool.
   explicit RegistrationCache(Device& device, unsigned flags = 0);
   RegistrationCache(const RegistrationCache&) = delete;
   RegistrationCache& operator=(const RegistrationCache&) = delete;

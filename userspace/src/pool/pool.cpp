@@ -45,15 +45,17 @@ class DeviceSegment final : public detail::pool::SegmentMemory {
   PinnedBuffer buffer_;
 };
 
+// Holds its own Device handle on the same internals, so the pool does not depend on the
+// caller's Device object staying alive (or in place).
 class DeviceSegmentSource final : public detail::pool::SegmentSource {
  public:
-  explicit DeviceSegmentSource(Device& d) noexcept : device_(&d) {}
+  explicit DeviceSegmentSource(Device& d) : device_(d.core()) {}
   std::unique_ptr<detail::pool::SegmentMemory> allocate(std::size_t bytes) override {
-    return std::make_unique<DeviceSegment>(device_->host_alloc(bytes));
+    return std::make_unique<DeviceSegment>(device_.host_alloc(bytes));
   }
 
  private:
-  Device* device_;
+  Device device_;
 };
 
 class DeviceRegistration final : public detail::pool::Registration {
@@ -67,13 +69,13 @@ class DeviceRegistration final : public detail::pool::Registration {
 
 class DeviceRegistrar final : public detail::pool::Registrar {
  public:
-  DeviceRegistrar(Device& d, unsigned flags) noexcept : device_(&d), flags_(flags) {}
+  DeviceRegistrar(Device& d, unsigned flags) : device_(d.core()), flags_(flags) {}
   std::unique_ptr<detail::pool::Registration> register_range(void* ptr, std::size_t bytes) override {
-    return std::make_unique<DeviceRegistration>(device_->host_register(ptr, bytes, flags_));
+    return std::make_unique<DeviceRegistration>(device_.host_register(ptr, bytes, flags_));
   }
 
  private:
-  Device* device_;
+  Device device_;
   unsigned flags_;
 };
 
