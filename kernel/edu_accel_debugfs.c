@@ -6,6 +6,7 @@
  *   bos       - every BO with its CPU scatter-gather runs and DMA segments (root only:
  *               physical and bus addresses)
  *   engine    - DMA engine counters and the jobs it holds
+ *   queues    - every queue of every open file: submitted, completed, failed
  *   fault_drop_irqs - write N: the next N DMA interrupts are ignored (tests job timeouts)
  *   selftest  - reading it runs one DMA round trip RAM -> device -> RAM and verifies it
  */
@@ -65,6 +66,31 @@ static int engine_show(struct seq_file *m, void *unused)
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(engine);
+
+/* Every queue of every open file: last submitted and completed sequence numbers. */
+static int queues_show(struct seq_file *m, void *unused)
+{
+	struct edu_accel_device *edev = m->private;
+	struct drm_file *file;
+
+	seq_puts(m, "client queue  submitted  completed     failed error\n");
+	mutex_lock(&edev->drm.filelist_mutex);
+	list_for_each_entry(file, &edev->drm.filelist, lhead) {
+		struct edu_file *ef = file->driver_priv;
+		struct edu_queue *q;
+		unsigned long id;
+
+		mutex_lock(&ef->lock);
+		xa_for_each(&ef->queues, id, q)
+			seq_printf(m, "%6llu %5u %10llu %10llu %10llu %5d\n", ef->client->id, q->id,
+				   q->next_seqno, READ_ONCE(q->slot->completed),
+				   READ_ONCE(q->slot->failed), READ_ONCE(q->slot->error));
+		mutex_unlock(&ef->lock);
+	}
+	mutex_unlock(&edev->drm.filelist_mutex);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(queues);
 
 static int clients_show(struct seq_file *m, void *unused)
 {
@@ -185,6 +211,7 @@ void edu_accel_debugfs_init(struct drm_minor *minor)
 
 	debugfs_create_file("state", 0444, minor->debugfs_root, edev, &state_fops);
 	debugfs_create_file("engine", 0444, minor->debugfs_root, edev, &engine_fops);
+	debugfs_create_file("queues", 0444, minor->debugfs_root, edev, &queues_fops);
 	/* Fault injection: ignore the next N DMA interrupts (the job then times out). */
 	debugfs_create_atomic_t("fault_drop_irqs", 0600, minor->debugfs_root,
 				&edev->engine.drop_irqs);

@@ -273,7 +273,10 @@ static void edu_accel_remove(struct pci_dev *pdev)
 	struct edu_accel_device *edev = pci_get_drvdata(pdev);
 
 	drm_dev_unplug(&edev->drm);
-	/* Files are closed, but their last jobs may still run: let them end while IRQs work. */
+	/*
+	 * Jobs of closed files may still be on the engine: the transfer in flight ends (IRQs
+	 * still work), jobs not started fail with -ENODEV, then finished jobs are freed.
+	 */
 	edu_engine_fini(edev);
 	edu_sched_drain(edev);
 }

@@ -9,6 +9,7 @@
  * queue's completion slot (read by userspace without a syscall), then signals the job's
  * hardware fence.
  */
+#include <drm/drm_drv.h>
 #include <drm/drm_print.h>
 #include <linux/dma-fence.h>
 #include <linux/iopoll.h>
@@ -177,6 +178,8 @@ static void edu_engine_kick_locked(struct edu_accel_device *edev)
 	if (e->busy || e->reserved)
 		return;
 	while ((job = list_first_entry_or_null(&e->jobs, struct edu_job, engine_link))) {
+		if (drm_dev_is_unplugged(&edev->drm) && !job->error)
+			job->error = -ENODEV;
 		if (!job->error && edu_job_next_xfer(job, &x)) {
 			edu_engine_set_busy(e, true);
 			e->inflight = x.len;
@@ -268,10 +271,14 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	struct edu_engine *e = &edev->engine;
 	unsigned long flags;
 	bool failed = false;
+	int idx;
 	u32 cmd;
 
 	/* A transfer really in flight ends within edu's 100 ms; let it before giving up. */
-	edu_hw_wait_idle(edev, 500 * USEC_PER_MSEC, &cmd);
+	if (drm_dev_enter(&edev->drm, &idx)) {
+		edu_hw_wait_idle(edev, 500 * USEC_PER_MSEC, &cmd);
+		drm_dev_exit(idx);
+	}
 
 	spin_lock_irqsave(&e->lock, flags);
 	if (list_first_entry_or_null(&e->jobs, struct edu_job, engine_link) != job)

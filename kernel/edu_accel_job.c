@@ -53,11 +53,20 @@ static struct dma_fence *edu_sched_run_job(struct drm_sched_job *sched_job)
 {
 	struct edu_job *job = to_edu_job(sched_job);
 	struct edu_accel_device *edev = job->queue->edev;
+	struct dma_fence *fence;
+	int idx;
 
 	/* A failed dependency or a killed entity: complete in order, with that error. */
 	if (sched_job->s_fence->finished.error)
 		job->error = sched_job->s_fence->finished.error;
-	return edu_engine_push(edev, job);
+	/* After unplug the registers are gone: complete without touching them. */
+	if (!drm_dev_enter(&edev->drm, &idx)) {
+		job->error = -ENODEV;
+		return edu_engine_push(edev, job);
+	}
+	fence = edu_engine_push(edev, job);
+	drm_dev_exit(idx);
+	return fence;
 }
 
 static enum drm_gpu_sched_stat edu_sched_timedout_job(struct drm_sched_job *sched_job)
@@ -303,7 +312,10 @@ int edu_ioctl_queue_destroy(struct drm_device *drm, void *data, struct drm_file 
 
 	if (args->pad)
 		return -EINVAL;
+	/* Under the lock debugfs walks the queues with. */
+	mutex_lock(&ef->lock);
 	q = xa_erase(&ef->queues, args->queue);
+	mutex_unlock(&ef->lock);
 	if (!q)
 		return -ENOENT;
 	edu_queue_destroy(q);

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "detail/sysfs.hpp"
@@ -457,6 +458,26 @@ INSTANTIATE_TEST_SUITE_P(
         BAD("QueueDestroyPad", EINVAL, drm_edu_accel_queue_destroy c{}; c.queue = q; c.pad = 1;
             return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_DESTROY, c))),
     [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(JobTest, DebugfsListsQueuesWithTheirProgress) {
+  UserBo src = user_bo(100, 8);
+  HostBo dst = host_bo(100);
+  const uint32_t done = syncobj();
+  const uint64_t seqno = run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 100)}, {}, {sync_point(done)});
+  ASSERT_TRUE(wait(done));
+  auto text = hostrt::detail::read_text(node_.debugfs + "/queues");
+  ASSERT_TRUE(text);
+  std::istringstream lines(*text);
+  std::string line;
+  bool found = false;
+  while (std::getline(lines, line)) {
+    std::istringstream f(line);
+    uint64_t client, queue, submitted, completed;
+    if (f >> client >> queue >> submitted >> completed && queue == queue_ && submitted == seqno && completed == seqno)
+      found = true;
+  }
+  EXPECT_TRUE(found) << *text;
+}
 
 TEST_F(JobTest, QueuesPerFileAreBounded) {
   const uint64_t max = param(fd(), EDU_ACCEL_PARAM_MAX_QUEUES);
