@@ -10,29 +10,16 @@
 #include <string>
 #include <type_traits>
 
+#include "detail/c_api_support.hpp"
 #include "hostrt/hostrt.h"
 #include "hostrt/hostrt.hpp"
 
-struct hrtStream {
-  hostrt::Stream stream;
-};
-struct hrtEvent {
-  hostrt::Event event;
-};
+namespace hostrt::detail::capi {
 
 namespace {
-
-using hostrt::Backend;
-
 thread_local hrtError_t t_last = hrtSuccess;
 thread_local std::string t_message;
-thread_local int t_device = 0;
-
-// A C-level failure with a ready status code.
-struct CError {
-  hrtError_t code;
-  std::string message;
-};
+}  // namespace
 
 hrtError_t fail(hrtError_t code, const char* fn, const std::string& what) noexcept {
   t_last = code;
@@ -44,36 +31,18 @@ hrtError_t fail(hrtError_t code, const char* fn, const std::string& what) noexce
   return code;
 }
 
-template <class F>
-hrtError_t guarded(const char* fn, F&& body) noexcept {
-  try {
-    return body();
-  } catch (const CError& e) {
-    return fail(e.code, fn, e.message);
-  } catch (const hostrt::AlreadyRegistered& e) {
-    return fail(hrtErrorHostMemoryAlreadyRegistered, fn, e.what());
-  } catch (const hostrt::InvalidArgument& e) {
-    return fail(hrtErrorInvalidValue, fn, e.what());
-  } catch (const hostrt::OutOfMemory& e) {
-    return fail(hrtErrorMemoryAllocation, fn, e.what());
-  } catch (const hostrt::DeviceLost& e) {
-    return fail(hrtErrorDeviceLost, fn, e.what());
-  } catch (const hostrt::DeviceFault& e) {
-    return fail(hrtErrorLaunchFailure, fn, e.what());
-  } catch (const hostrt::NotSupported& e) {
-    return fail(hrtErrorNotSupported, fn, e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(hrtErrorMemoryAllocation, fn, "out of host memory");
-  } catch (const std::exception& e) {
-    return fail(hrtErrorUnknown, fn, e.what());
-  } catch (...) {
-    return fail(hrtErrorUnknown, fn, "unknown exception");
-  }
-}
+}  // namespace hostrt::detail::capi
 
-void expect(bool cond, hrtError_t code, const std::string& msg) {
-  if (!cond) throw CError{code, msg};
-}
+namespace {
+
+using hostrt::Backend;
+using hostrt::detail::capi::CError;
+using hostrt::detail::capi::expect;
+using hostrt::detail::capi::guarded;
+using hostrt::detail::capi::t_last;
+using hostrt::detail::capi::t_message;
+
+thread_local int t_device = 0;
 
 Backend selected_backend() {
   const char* b = std::getenv("HOSTRT_BACKEND");
@@ -119,14 +88,15 @@ State::Dev& current_locked(State& st) {
   return it->second;
 }
 
-std::shared_ptr<hostrt::Device> current_device() {
+}  // namespace
+
+std::shared_ptr<hostrt::Device> hostrt::detail::capi::current_device() {
   auto& st = state();
   std::lock_guard lk(st.m);
   return current_locked(st).device;
 }
 
-// The stream behind a handle: a live one, or the current device's default stream.
-hostrt::Stream& stream_of(hrtStream_t s) {
+hostrt::Stream& hostrt::detail::capi::stream_of(hrtStream_t s) {
   auto& st = state();
   std::lock_guard lk(st.m);
   if (!s) {
@@ -137,6 +107,11 @@ hostrt::Stream& stream_of(hrtStream_t s) {
   expect(st.streams.count(s) != 0, hrtErrorInvalidResourceHandle, "unknown or destroyed stream");
   return s->stream;
 }
+
+namespace {
+
+using hostrt::detail::capi::current_device;
+using hostrt::detail::capi::stream_of;
 
 hrtEvent_t event_of(hrtEvent_t e) {
   auto& st = state();

@@ -1,0 +1,70 @@
+// What every C entry point of hostrt shares (the runtime's in c_api.cpp, the pool's in
+// src/pool/): the handle structs, exception-to-status translation, and the per-thread last
+// error that hrtGetLastError / hrtPeekAtLastError / hrtGetLastErrorMessage report.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "hostrt/hostrt.h"
+#include "hostrt/hostrt.hpp"
+
+struct hrtStream {
+  hostrt::Stream stream;
+};
+struct hrtEvent {
+  hostrt::Event event;
+};
+
+namespace hostrt::detail::capi {
+
+// A C-level failure with its status code decided already.
+struct CError {
+  hrtError_t code;
+  std::string message;
+};
+
+inline void expect(bool cond, hrtError_t code, const std::string& msg) {
+  if (!cond) throw CError{code, msg};
+}
+
+// Records code and "fn: what" as this thread's last error; returns code.
+hrtError_t fail(hrtError_t code, const char* fn, const std::string& what) noexcept;
+
+// Runs body (returning hrtError_t); any exception becomes a status code and the last error.
+template <class F>
+hrtError_t guarded(const char* fn, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const CError& e) {
+    return fail(e.code, fn, e.message);
+  } catch (const AlreadyRegistered& e) {
+    return fail(hrtErrorHostMemoryAlreadyRegistered, fn, e.what());
+  } catch (const InvalidArgument& e) {
+    return fail(hrtErrorInvalidValue, fn, e.what());
+  } catch (const OutOfMemory& e) {
+    return fail(hrtErrorMemoryAllocation, fn, e.what());
+  } catch (const DeviceLost& e) {
+    return fail(hrtErrorDeviceLost, fn, e.what());
+  } catch (const DeviceFault& e) {
+    return fail(hrtErrorLaunchFailure, fn, e.what());
+  } catch (const NotSupported& e) {
+    return fail(hrtErrorNotSupported, fn, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(hrtErrorMemoryAllocation, fn, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(hrtErrorUnknown, fn, e.what());
+  } catch (...) {
+    return fail(hrtErrorUnknown, fn, "unknown exception");
+  }
+}
+
+// The stream behind a handle: a live one (hrtErrorInvalidResourceHandle otherwise), or for
+// NULL the current device's default stream.
+Stream& stream_of(hrtStream_t s);
+// This thread's current device, opened on first use; hrtErrorDeviceLost once reset.
+std::shared_ptr<Device> current_device();
+
+}  // namespace hostrt::detail::capi
