@@ -41,8 +41,8 @@ End resolve_host(const detail::DeviceCore& dev, const void* p, std::size_t n, bo
   if (!e) return {true, 0, 0};
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   EXPECTS(e->device == &dev, std::string("memcpy_async: ") + role + " is " + to_string(e->type) +
-                                 " memory of another device (" + to_string(e->backend) + " #" +
-                                 std::to_string(e->device_index) + ")");
+                                 " memory of another device, or of another Device::open of it (" +
+                                 to_string(e->backend) + " #" + std::to_string(e->device_index) + ")");
   EXPECTS(n <= e->end - a, std::string("memcpy_async: ") + role + " range of " + std::to_string(n) +
                                " bytes runs past the end of its " + to_string(e->type) + " buffer (" +
                                std::to_string(e->end - a) + " bytes left)");

@@ -2,6 +2,7 @@
 //
 // query() reads the completion page (no syscall); synchronize() blocks without spinning.
 // An event keeps its stream's queue alive, so it stays valid after the Stream is destroyed.
+// One Event object is not meant to be recorded and queried by two threads at once (copy it).
 #pragma once
 
 #include <cstdint>

@@ -14,6 +14,9 @@ void BouncePool::reclaim_locked() noexcept {
   for (auto& p : pending_)
     if (done(p)) free_.push_back(p.buf);
   std::erase_if(pending_, done);
+  // Keep the largest few; the rest go back to the driver with the next release.
+  std::sort(free_.begin(), free_.end(),
+            [](const BoMapping& a, const BoMapping& b) { return a.size > b.size; });
 }
 
 BoMapping BouncePool::acquire(DeviceBackend& backend, std::size_t bytes) {
@@ -41,14 +44,18 @@ void BouncePool::release_after(const BoMapping& buf, const std::shared_ptr<Strea
 }
 
 void BouncePool::release(DeviceBackend& backend, const BoMapping& buf) noexcept {
+  std::vector<BoMapping> excess;
   {
     std::lock_guard lk(m_);
-    if (free_.size() < kMaxFree) {
-      free_.push_back(buf);
-      return;
+    free_.push_back(buf);
+    while (free_.size() > kMaxFree) {
+      auto smallest = std::min_element(
+          free_.begin(), free_.end(), [](const BoMapping& a, const BoMapping& b) { return a.size < b.size; });
+      excess.push_back(*smallest);
+      free_.erase(smallest);
     }
   }
-  backend.release_bo(buf);
+  for (auto& b : excess) backend.release_bo(b);  // driver calls outside the lock
 }
 
 void BouncePool::clear(DeviceBackend& backend) noexcept {
