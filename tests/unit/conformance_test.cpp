@@ -351,7 +351,62 @@ TEST_P(Conformance, MemoryOfAnotherDeviceIsRefused) {
   EXPECT_EQ(*pointer_attributes(foreign.data()).device, 1u);
 }
 
+TEST_P(Conformance, EachDeviceHasItsOwnBuffer) {
+  if (Device::count(GetParam()) < 2) GTEST_SKIP() << "needs two devices";
+  Device other = Device::open(1, GetParam());
+  Stream s0 = dev().create_stream(), s1 = other.create_stream();
+  PinnedBuffer a = dev().host_alloc(256), o0 = dev().host_alloc(256);
+  PinnedBuffer b = other.host_alloc(256), o1 = other.host_alloc(256);
+  fill(a.data(), 256, 81);
+  fill(b.data(), 256, 82);
+  s0.memcpy_async(DevicePtr(0), a.data(), 256);
+  s1.memcpy_async(DevicePtr(0), b.data(), 256);
+  s0.memcpy_async(o0.data(), DevicePtr(0), 256);
+  s1.memcpy_async(o1.data(), DevicePtr(0), 256);
+  s0.synchronize();
+  s1.synchronize();
+  EXPECT_EQ(first_diff(o0.data(), a.data(), 256), -1);
+  EXPECT_EQ(first_diff(o1.data(), b.data(), 256), -1);
+}
+
 // ---- Streams, ordering, events ----
+
+TEST_P(Conformance, RandomCopiesOnOneStreamMatchAModelOfTheDeviceBuffer) {
+  // Writes and reads of random ranges, all queued before any is waited for: each read must
+  // see exactly what the writes before it left in the device buffer.
+  constexpr int kOps = 40;
+  constexpr std::size_t kMax = 1500;
+  Stream s = dev().create_stream();
+  std::vector<unsigned char> model(4095, 0);
+  PinnedBuffer zero = dev().host_alloc(4095);
+  s.memcpy_async(DevicePtr(0), zero.data(), 4095);
+  std::vector<PinnedBuffer> outs;
+  std::vector<std::vector<unsigned char>> expect;
+  std::vector<PinnedBuffer> srcs;
+  unsigned rng = 12345;
+  auto next = [&](unsigned mod) {
+    rng = rng * 1103515245u + 12345u;
+    return (rng >> 8) % mod;
+  };
+  for (int i = 0; i < kOps; ++i) {
+    const std::size_t n = 1 + next(kMax);
+    const std::size_t off = next(static_cast<unsigned>(4095 - n + 1));
+    if (next(2) == 0) {
+      srcs.push_back(dev().host_alloc(n));
+      fill(srcs.back().data(), n, static_cast<unsigned>(i));
+      std::memcpy(model.data() + off, srcs.back().data(), n);
+      s.memcpy_async(DevicePtr(off), srcs.back().data(), n);
+    } else {
+      outs.push_back(dev().host_alloc(n));
+      expect.emplace_back(model.begin() + static_cast<long>(off), model.begin() + static_cast<long>(off + n));
+      s.memcpy_async(outs.back().data(), DevicePtr(off), n);
+    }
+  }
+  s.synchronize();
+  ASSERT_FALSE(outs.empty());
+  for (std::size_t i = 0; i < outs.size(); ++i)
+    EXPECT_EQ(first_diff(outs[i].data(), expect[i].data(), expect[i].size()), -1) << "read " << i;
+}
 
 TEST_P(Conformance, JobsOfOneStreamRunInSubmissionOrder) {
   Stream s = dev().create_stream();
