@@ -753,6 +753,36 @@ TEST_P(Conformance, ThreadsWithTheirOwnStreamsMoveTheirOwnData) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+TEST_P(Conformance, ThreadsSharingOneStreamAndItsEvents) {
+  constexpr int kThreads = 4;
+  constexpr std::size_t kSlice = 500;
+  Stream shared = dev().create_stream();
+  std::vector<PinnedBuffer> in, out;
+  for (int t = 0; t < kThreads; ++t) {
+    in.push_back(dev().host_alloc(kSlice));
+    out.push_back(dev().host_alloc(kSlice));
+    fill(in.back().data(), kSlice, static_cast<unsigned>(90 + t));
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        shared.memcpy_async(DevicePtr(t * kSlice), in[t].data(), kSlice);
+        shared.memcpy_async(out[t].data(), DevicePtr(t * kSlice), kSlice);
+        Event e;
+        e.record(shared);
+        e.synchronize();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  shared.synchronize();
+  EXPECT_EQ(shared.last_submitted(), 2u * kThreads);
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(first_diff(out[t].data(), in[t].data(), kSlice), -1) << t;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::Values(Backend::Emulated, Backend::Drm),
                          backend_name);
 

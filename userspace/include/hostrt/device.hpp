@@ -47,7 +47,8 @@ class Device {
   std::uint64_t pinned_bytes() const;
 
   // Pinned host memory from the driver (BO_CREATE + mmap): zeroed, page-aligned, size
-  // rounded up to 64 bytes. flags must be 0. OutOfMemory when the driver refuses.
+  // rounded up to 64 bytes. flags must be 0; 0 bytes is InvalidArgument. OutOfMemory when the
+  // driver refuses or past Capabilities::max_bo_size.
   PinnedBuffer host_alloc(std::size_t bytes, unsigned flags = 0);
   // Pins [ptr, ptr+bytes) in place (BO_USERPTR). flags: kHostRegisterReadOnly.
   // AlreadyRegistered when the range overlaps memory hostrt already knows;

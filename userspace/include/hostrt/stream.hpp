@@ -10,8 +10,11 @@
 // point covers it, once.
 //
 // Movable, not copyable. Destroying a stream (destructor or destroy()) destroys its queue
-// once no Event recorded on it is still alive; jobs already submitted still run. Any call on a
-// destroyed or moved-from stream throws InvalidArgument.
+// once no Event recorded on it is still alive; jobs already submitted still run. On a
+// destroyed or moved-from stream the throwing calls throw InvalidArgument, the noexcept ones
+// answer as for an empty stream (id 0, last_submitted 0, reached false).
+//
+// Thread safety: one stream may be used by several threads (submissions are serialised).
 #pragma once
 
 #include <cstddef>
