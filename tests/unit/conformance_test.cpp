@@ -209,6 +209,28 @@ TEST_P(Conformance, HostRegisterRefusesPinnedMemory) {
   }
 }
 
+TEST_P(Conformance, ConcurrentOverlappingRegistrationsLetExactlyOneWin) {
+  PageMem m(8 * 4096);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> won{0}, refused{0};
+    std::vector<PinnedBuffer> kept(4);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        try {
+          kept[t] = dev().host_register(m.p + 64 * t, 4096);  // all four ranges overlap
+          ++won;
+        } catch (const AlreadyRegistered&) {
+          ++refused;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(won.load(), 1);
+    EXPECT_EQ(refused.load(), 3);
+  }
+}
+
 TEST_P(Conformance, HostRegisterBadArguments) {
   PageMem m(4096);
   EXPECT_THROW(dev().host_register(nullptr, 64), InvalidArgument);
