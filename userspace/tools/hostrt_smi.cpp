@@ -1,5 +1,5 @@
 // hostrt-smi: what the runtime sees of each device (capabilities through GET_PARAM) and, for
-// the real driver, its debugfs state: engine, pinned memory per client, queues and jobs.
+// the real driver, its debugfs state: engine, queues and jobs, pinned memory per client.
 //
 // usage: hostrt-smi [--backend drm|emulated] [--no-debugfs]
 #include <cstdio>
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       std::printf("    queues per file %u, copies per job %u, pinned by this process %s\n", c.max_queues,
                   c.max_ops, bytes(d.pinned_bytes()).c_str());
       if (debugfs && !d.node().empty())
-        for (const char* f : {"state", "engine", "pins"}) show_debugfs(d.node(), f);
+        for (const char* f : {"state", "engine", "queues", "pins"}) show_debugfs(d.node(), f);
     }
     return n ? 0 : 1;
   } catch (const hostrt::Error& e) {
