@@ -185,7 +185,9 @@ class CapturingReporter : public benchmark::ConsoleReporter {
       // Repetitions share a name: keep the best of them (the machine is shared and noisy).
       auto [slot, fresh] = g_results.try_emplace(r.benchmark_name());
       Result& out = slot->second;
-      const double ns = r.GetAdjustedRealTime();
+      // CPU time: single-thread pairs are compared by the work they cost, not by how often the
+      // shared machine preempted them (multi-thread runs use real time and items/second).
+      const double ns = r.GetAdjustedCPUTime();
       out.ns_per_iter = fresh ? ns : std::min(out.ns_per_iter, ns);
       if (auto it = r.counters.find("items_per_second"); it != r.counters.end())
         out.items_per_second = std::max(out.items_per_second, static_cast<double>(it->second));

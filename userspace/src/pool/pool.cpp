@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "detail/device_core.hpp"
 #include "detail/pool/pool_core.hpp"
 #include "detail/pool/registration_index.hpp"
 #include "hostrt/device.hpp"
@@ -21,10 +22,13 @@ using detail::pool::StreamOps;
 using detail::pool::StreamRef;
 
 const StreamOps kStreamOps = {
+    // Straight to the stream's internals (inline: an atomic load and a completion-page read):
+    // this runs on every free, and the public Stream calls are out of line.
     [](const void* s) noexcept {
-      const auto* st = static_cast<const Stream*>(s);
-      const std::uint64_t last = st->last_submitted();
-      return st->reached(last) ? std::uint64_t{0} : last;
+      const detail::StreamCore* c = static_cast<const Stream*>(s)->core().get();
+      if (c == nullptr) return std::uint64_t{0};
+      const std::uint64_t last = c->last_submitted();
+      return c->reached(last) ? std::uint64_t{0} : last;
     },
     [](const void* s, std::uint64_t point) noexcept { return static_cast<const Stream*>(s)->reached(point); },
     [](void* s, std::uint64_t point) { static_cast<Stream*>(s)->wait_point(point); },

@@ -68,7 +68,7 @@ PoolCore::~PoolCore() {
 
 // ---- per-thread caches -------------------------------------------------------------------
 
-inline ThreadCache& PoolCore::cache() {
+[[gnu::always_inline]] inline ThreadCache& PoolCore::cache() {
   if (tl_fast.pool_id == id_) [[likely]]
     return *tl_fast.cache;
   return bind_thread();
@@ -143,7 +143,7 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
   return allocate_slow(tc, bytes, rounded, home);
 }
 
-inline void PoolCore::hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home, bool hit) noexcept {
+[[gnu::always_inline]] inline void PoolCore::hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home, bool hit) noexcept {
   b->requested = bytes;
   b->home = home;
   b->set_state(BlockState::Allocated);
@@ -244,7 +244,7 @@ void PoolCore::grow(std::size_t bytes, SizeClass cls) {
 
 // ---- deallocate --------------------------------------------------------------------------
 
-inline Block* PoolCore::find_allocated(const void* p) const {
+[[gnu::always_inline]] inline Block* PoolCore::find_allocated(const void* p) const {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   const Segment* seg = map_.lookup(addr);
   Block* b = nullptr;
@@ -261,11 +261,12 @@ inline Block* PoolCore::find_allocated(const void* p) const {
 // has not yet seen completed. Later work cannot involve the block: the caller gave it up.
 // record_stream keeps `uses` free of duplicates and of the home stream, so only the stream
 // freed on needs skipping.
-inline void PoolCore::collect_waits(Block* b, StreamRef stream) const {
+[[gnu::always_inline]] inline void PoolCore::collect_waits(Block* b, StreamRef stream) const {
   b->waits.clear();
 #ifndef HOSTRT_POOL_UNSAFE_REUSE
-  auto add = [b](StreamRef s) {
-    if (const std::uint64_t point = s.unfinished()) b->waits.push_back({s, point});
+  auto add = [b](StreamRef s) __attribute__((always_inline)) {
+    if (const std::uint64_t point = s.unfinished()) [[unlikely]]
+      b->waits.push_back({s, point});
   };
   if (stream) add(stream);
   if (b->home && b->home.key() != stream.key()) add(b->home);
