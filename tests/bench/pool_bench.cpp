@@ -161,12 +161,14 @@ void mix_loop(benchmark::State& st, Alloc&& alloc, Free&& dealloc) {
 void BM_Mix_pool(benchmark::State& st) {
   auto& e = PoolEnv::get();
   hostrt::Stream& s = e.streams[static_cast<std::size_t>(st.thread_index())];
-  mix_loop(st, [&](std::size_t n) { return e.pool.allocate(n, s); }, [&](void* p) { e.pool.deallocate(p, s); });
+  mix_loop(
+      st, [&](std::size_t n) { return e.pool.allocate(n, s); }, [&](void* p) { e.pool.deallocate(p, s); });
 }
 
 void BM_Mix_mimalloc(benchmark::State& st) {
   const auto& m = Mimalloc::get();
-  mix_loop(st, [&](std::size_t n) { return m.malloc(n); }, [&](void* p) { m.free(p); });
+  mix_loop(
+      st, [&](std::size_t n) { return m.malloc(n); }, [&](void* p) { m.free(p); });
 }
 
 // ---- capturing results ---------------------------------------------------------------------
@@ -251,7 +253,8 @@ class TraceBuilder {
     const double l = std::log2(static_cast<double>(lo)), h = std::log2(static_cast<double>(hi));
     const double e = std::uniform_real_distribution<double>(l, h)(rng_);
     if (std::uniform_int_distribution<int>(0, 3)(rng_) == 0)
-      return (std::size_t{1} << static_cast<int>(e)) + std::uniform_int_distribution<std::size_t>(1, 256)(rng_);
+      return (std::size_t{1} << static_cast<int>(e)) +
+             std::uniform_int_distribution<std::size_t>(1, 256)(rng_);
     return static_cast<std::size_t>(std::exp2(e));
   }
   std::mt19937_64& rng() { return rng_; }
@@ -354,12 +357,13 @@ TraceResult replay(const Trace& t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (auto* b : {benchmark::RegisterBenchmark("Pair/pool", BM_Pair_pool),
-                  benchmark::RegisterBenchmark("Pair/pool_nostream", BM_Pair_pool_nostream),
-                  benchmark::RegisterBenchmark("Pair/mimalloc", BM_Pair_mimalloc),
-                  benchmark::RegisterBenchmark("Pair/glibc", BM_Pair_glibc),
+  for (auto* b : {
+           benchmark::RegisterBenchmark("Pair/pool", BM_Pair_pool),
+           benchmark::RegisterBenchmark("Pair/pool_nostream", BM_Pair_pool_nostream),
+           benchmark::RegisterBenchmark("Pair/mimalloc", BM_Pair_mimalloc),
+           benchmark::RegisterBenchmark("Pair/glibc", BM_Pair_glibc),
 #ifndef HOSTRT_BENCH_NO_JEMALLOC
-                  benchmark::RegisterBenchmark("Pair/jemalloc", BM_Pair_jemalloc),
+           benchmark::RegisterBenchmark("Pair/jemalloc", BM_Pair_jemalloc),
 #endif
        }) {
     for (auto n : kPairSizes) b->Arg(n);
@@ -397,7 +401,8 @@ int main(int argc, char** argv) {
   auto best_ips = [](const std::string& who, const std::string& threads) {
     double best = 0;
     for (const auto& [name, r] : g_results)
-      if (name.rfind("Mix/" + who + "/", 0) == 0 && name.ends_with(threads)) best = std::max(best, r.items_per_second);
+      if (name.rfind("Mix/" + who + "/", 0) == 0 && name.ends_with(threads))
+        best = std::max(best, r.items_per_second);
     return best;
   };
   const double p1 = best_ips("pool", "threads:1"), p2 = best_ips("pool", "threads:2");
@@ -412,10 +417,12 @@ int main(int argc, char** argv) {
   double worst_trace = 0;
   for (const Trace& t : make_traces()) {
     const TraceResult r = replay(t);
-    const double pool_ratio = static_cast<double>(r.pool_peak_reserved) / static_cast<double>(r.peak_requested);
+    const double pool_ratio =
+        static_cast<double>(r.pool_peak_reserved) / static_cast<double>(r.peak_requested);
     const double pow2_ratio = static_cast<double>(r.pow2_reserved) / static_cast<double>(r.peak_requested);
     worst_trace = std::max(worst_trace, pool_ratio);
-    metric("trace_" + t.name + "_peak_requested_mib", static_cast<double>(r.peak_requested) / (1 << 20), "MiB");
+    metric("trace_" + t.name + "_peak_requested_mib", static_cast<double>(r.peak_requested) / (1 << 20),
+           "MiB");
     metric("trace_" + t.name + "_pool_reserved_over_peak", pool_ratio, "ratio");
     metric("trace_" + t.name + "_pow2_reserved_over_peak", pow2_ratio, "ratio");
   }

@@ -101,7 +101,8 @@ TEST_P(PoolApiTest, EmptyStreamIsRejected) {
   EXPECT_THROW(pool.allocate(64, empty), InvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, PoolApiTest, ::testing::Values(Backend::Emulated, Backend::Drm), backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, PoolApiTest, ::testing::Values(Backend::Emulated, Backend::Drm),
+                         backend_name);
 
 }  // namespace
 }  // namespace hostrt::test

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <thread>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "pool_fakes.hpp"

@@ -58,7 +58,9 @@ inline const detail::pool::StreamOps FakeStream::kOps = {
       const std::uint64_t last = f->submitted();
       return f->completed() >= last ? std::uint64_t{0} : last;
     },
-    [](const void* s, std::uint64_t p) noexcept { return static_cast<const FakeStream*>(s)->completed() >= p; },
+    [](const void* s, std::uint64_t p) noexcept {
+      return static_cast<const FakeStream*>(s)->completed() >= p;
+    },
     [](void* s, std::uint64_t p) {
       auto* f = static_cast<FakeStream*>(s);
       ++f->waits_;
@@ -117,7 +119,7 @@ class FakeSource final : public detail::pool::SegmentSource {
 };
 
 inline std::shared_ptr<detail::pool::PoolCore> make_fake_pool(const std::shared_ptr<SourceCounters>& c,
-                                                                const PoolOptions& o = {}) {
+                                                              const PoolOptions& o = {}) {
   return detail::pool::PoolCore::create(std::make_unique<FakeSource>(c), o);
 }
 

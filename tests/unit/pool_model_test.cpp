@@ -88,7 +88,8 @@ class Model {
   std::size_t size() {
     const int k = pick(0, 99);
     if (k < 50) return static_cast<std::size_t>(pick(0, 2048));
-    if (k < 75) return (std::size_t{1} << pick(6, 19)) + static_cast<std::size_t>(pick(1, 64));  // just above 2^k
+    if (k < 75)
+      return (std::size_t{1} << pick(6, 19)) + static_cast<std::size_t>(pick(1, 64));  // just above 2^k
     if (k < 95) return static_cast<std::size_t>(pick(2049, 1 << 20));
     return static_cast<std::size_t>(pick((1 << 20) + 1, 6 << 20));
   }
@@ -108,7 +109,8 @@ class Model {
     try {
       p = pool_->allocate(n, ref(home));
     } catch (const PoolOutOfMemory& e) {
-      ASSERT_NE(cfg_.max_bytes, static_cast<std::size_t>(-1)) << "out of memory without a limit: " << e.what();
+      ASSERT_NE(cfg_.max_bytes, static_cast<std::size_t>(-1))
+          << "out of memory without a limit: " << e.what();
       return;
     }
     const auto a = reinterpret_cast<std::uintptr_t>(p);
@@ -156,8 +158,8 @@ class Model {
     if (live_.empty()) return;
     auto it = any_live();
     const int s = pick(0, kStreams - 1);
-    if (s != it->second.home && std::find(it->second.recorded.begin(), it->second.recorded.end(), s) ==
-                                    it->second.recorded.end()) {
+    if (s != it->second.home &&
+        std::find(it->second.recorded.begin(), it->second.recorded.end(), s) == it->second.recorded.end()) {
       pool_->record_stream(reinterpret_cast<void*>(it->first), ref(s));
       it->second.recorded.push_back(s);
     }
@@ -195,7 +197,9 @@ class Model {
   void progress() {
     FakeStream& s = *streams_[pick(0, kStreams - 1)];
     const std::uint64_t behind = s.submitted() - s.completed();
-    if (behind > 0) s.complete_to(s.completed() + static_cast<std::uint64_t>(pick(1, static_cast<int>(std::min<std::uint64_t>(behind, 8)))));
+    if (behind > 0)
+      s.complete_to(s.completed() + static_cast<std::uint64_t>(
+                                        pick(1, static_cast<int>(std::min<std::uint64_t>(behind, 8)))));
   }
 
   void trim() {
@@ -210,7 +214,8 @@ class Model {
     const PoolStats st = pool_->stats();
     ASSERT_EQ(st.allocated_bytes, model_allocated_);
     ASSERT_EQ(st.requested_bytes, model_requested_);
-    ASSERT_EQ(st.reserved_bytes, st.allocated_bytes + st.pending_free_bytes + st.cached_bytes + st.free_bytes);
+    ASSERT_EQ(st.reserved_bytes,
+              st.allocated_bytes + st.pending_free_bytes + st.cached_bytes + st.free_bytes);
     ASSERT_EQ(st.reserved_bytes, src_->live_bytes);
     ASSERT_EQ(st.segments, src_->live_segments);
     ASSERT_EQ(st.misses, src_->allocations);
@@ -260,17 +265,19 @@ TEST_P(PoolModelTest, RandomSequencesKeepEveryRule) {
   const int runs = std::getenv("HOSTRT_POOL_SEED") ? 1 : 8;
   for (int r = 0; r < runs && !HasFatalFailure(); ++r) {
     const std::uint64_t seed = base + static_cast<std::uint64_t>(r);
-    SCOPED_TRACE("replay with HOSTRT_POOL_SEED=" + std::to_string(seed) + " --gtest_filter=*" + GetParam().name + "*");
+    SCOPED_TRACE("replay with HOSTRT_POOL_SEED=" + std::to_string(seed) + " --gtest_filter=*" +
+                 GetParam().name + "*");
     Model(seed, GetParam()).run(2500);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, PoolModelTest,
-    ::testing::Values(Config{"Cached", std::size_t{4} << 20, static_cast<std::size_t>(-1), static_cast<std::size_t>(-1)},
-                      Config{"Uncached", 0, static_cast<std::size_t>(-1), static_cast<std::size_t>(-1)},
-                      Config{"Limited", std::size_t{1} << 20, std::size_t{24} << 20, static_cast<std::size_t>(-1)},
-                      Config{"ReleaseAtOnce", std::size_t{1} << 20, static_cast<std::size_t>(-1), 0}),
+    ::testing::Values(
+        Config{"Cached", std::size_t{4} << 20, static_cast<std::size_t>(-1), static_cast<std::size_t>(-1)},
+        Config{"Uncached", 0, static_cast<std::size_t>(-1), static_cast<std::size_t>(-1)},
+        Config{"Limited", std::size_t{1} << 20, std::size_t{24} << 20, static_cast<std::size_t>(-1)},
+        Config{"ReleaseAtOnce", std::size_t{1} << 20, static_cast<std::size_t>(-1), 0}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

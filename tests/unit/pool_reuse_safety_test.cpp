@@ -34,7 +34,9 @@ class PoolReuseSafetyTest : public ::testing::TestWithParam<Backend> {
     out = device->host_alloc(4096);
   }
   // Queues work that keeps the stream busy for a while.
-  void busy(Stream& st) { st.memcpy_async(blocker_dst.data(), blocker_src.data(), blocker_src.size(), CopyKind::H2H); }
+  void busy(Stream& st) {
+    st.memcpy_async(blocker_dst.data(), blocker_src.data(), blocker_src.size(), CopyKind::H2H);
+  }
 
   std::unique_ptr<Device> device;
   Stream s, s2;

@@ -119,8 +119,9 @@ TEST_P(PoolStressTest, ThreadsStreamsAndCrossThreadFreesKeepDataIntact) {
           }
         }
         if (h.first != nullptr)
-          check_and_free({h.first, h.second & ((std::size_t{1} << 56) - 1), static_cast<unsigned char>(h.second >> 56)},
-                         nullptr);
+          check_and_free(
+              {h.first, h.second & ((std::size_t{1} << 56) - 1), static_cast<unsigned char>(h.second >> 56)},
+              nullptr);
       }
     }
     for (const Mine& m : mine) check_and_free(m, nullptr);
@@ -147,7 +148,9 @@ TEST_P(PoolStressTest, ThreadsStreamsAndCrossThreadFreesKeepDataIntact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CacheSizes, PoolStressTest, ::testing::Values(std::size_t{4} << 20, std::size_t{0}),
-                         [](const auto& info) { return info.param ? std::string("Cached") : std::string("Uncached"); });
+                         [](const auto& info) {
+                           return info.param ? std::string("Cached") : std::string("Uncached");
+                         });
 
 }  // namespace
 }  // namespace hostrt::test

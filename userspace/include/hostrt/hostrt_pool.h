@@ -28,11 +28,11 @@ typedef struct hrtPool* hrtPool_t;
 
 /* Zero means "the default" for every field (see hostrt::PoolOptions). */
 typedef struct hrtPoolProps {
-  size_t maxBytes;          /* upper bound on reserved bytes; 0: none */
-  size_t releaseThreshold;  /* idle bytes kept when segments go idle; 0: keep all */
-  size_t threadCacheBytes;  /* per-thread cache budget; 0: default (4 MiB) */
-  int disableThreadCache;   /* nonzero: no per-thread caches */
-  int syncOnFree;           /* nonzero: debug mode, frees wait for the device */
+  size_t maxBytes;         /* upper bound on reserved bytes; 0: none */
+  size_t releaseThreshold; /* idle bytes kept when segments go idle; 0: keep all */
+  size_t threadCacheBytes; /* per-thread cache budget; 0: default (4 MiB) */
+  int disableThreadCache;  /* nonzero: no per-thread caches */
+  int syncOnFree;          /* nonzero: debug mode, frees wait for the device */
 } hrtPoolProps;
 
 typedef struct hrtPoolStats {

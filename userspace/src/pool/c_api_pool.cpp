@@ -175,11 +175,25 @@ hrtError_t hrtPoolGetStats(hrtPool_t pool, hrtPoolStats* stats) {
   return guarded(__func__, [&] {
     expect(stats != nullptr, hrtErrorInvalidValue, "NULL stats");
     const hostrt::PoolStats s = pool_of(pool).pool.stats();
-    *stats = hrtPoolStats{s.reserved_bytes,    s.peak_reserved_bytes, s.allocated_bytes, s.peak_allocated_bytes,
-                          s.requested_bytes,   s.peak_requested_bytes, s.pending_free_bytes, s.cached_bytes,
-                          s.free_bytes,        s.segments,            s.small_segments,  s.large_segments,
-                          s.allocations,       s.deallocations,       s.hits,            s.misses,
-                          s.frees_waited,      s.waits,               s.segments_released};
+    *stats = hrtPoolStats{s.reserved_bytes,
+                          s.peak_reserved_bytes,
+                          s.allocated_bytes,
+                          s.peak_allocated_bytes,
+                          s.requested_bytes,
+                          s.peak_requested_bytes,
+                          s.pending_free_bytes,
+                          s.cached_bytes,
+                          s.free_bytes,
+                          s.segments,
+                          s.small_segments,
+                          s.large_segments,
+                          s.allocations,
+                          s.deallocations,
+                          s.hits,
+                          s.misses,
+                          s.frees_waited,
+                          s.waits,
+                          s.segments_released};
   });
 }
 

@@ -88,10 +88,11 @@ class DeviceRegistrar final : public detail::pool::Registrar {
 std::string PoolStats::to_string() const {
   std::ostringstream o;
   o << "reserved " << reserved_bytes << " (peak " << peak_reserved_bytes << "), allocated " << allocated_bytes
-    << " (peak " << peak_allocated_bytes << "), requested " << requested_bytes << " (peak " << peak_requested_bytes
-    << "), pending " << pending_free_bytes << ", cached " << cached_bytes << ", free " << free_bytes << ", segments "
-    << segments << " (" << small_segments << " small, " << large_segments << " large), hits " << hits << ", misses "
-    << misses << ", frees waited " << frees_waited << ", waits " << waits;
+    << " (peak " << peak_allocated_bytes << "), requested " << requested_bytes << " (peak "
+    << peak_requested_bytes << "), pending " << pending_free_bytes << ", cached " << cached_bytes << ", free "
+    << free_bytes << ", segments " << segments << " (" << small_segments << " small, " << large_segments
+    << " large), hits " << hits << ", misses " << misses << ", frees waited " << frees_waited << ", waits "
+    << waits;
   return o.str();
 }
 
@@ -116,7 +117,9 @@ PoolBuffer Pool::allocate_buffer(std::size_t bytes, Stream& stream) {
   return PoolBuffer(*this, allocate(bytes, stream), bytes, stream);
 }
 
-void Pool::reserve(std::size_t large_bytes, std::size_t small_bytes) { core_->reserve(large_bytes, small_bytes); }
+void Pool::reserve(std::size_t large_bytes, std::size_t small_bytes) {
+  core_->reserve(large_bytes, small_bytes);
+}
 std::size_t Pool::trim(std::size_t keep_bytes) { return core_->trim(keep_bytes); }
 void Pool::set_release_threshold(std::size_t bytes) { core_->set_release_threshold(bytes); }
 std::size_t Pool::release_threshold() const noexcept { return core_->release_threshold(); }
@@ -190,7 +193,8 @@ bool PoolMemoryResource::do_is_equal(const std::pmr::memory_resource& other) con
 // ---- RegistrationCache ---------------------------------------------------------------------
 
 RegistrationCache::RegistrationCache(Device& device, unsigned flags)
-    : index_(std::make_unique<detail::pool::RegistrationIndex>(std::make_unique<DeviceRegistrar>(device, flags))) {}
+    : index_(std::make_unique<detail::pool::RegistrationIndex>(
+          std::make_unique<DeviceRegistrar>(device, flags))) {}
 
 RegistrationCache::~RegistrationCache() = default;
 

@@ -6,9 +6,9 @@
 
 namespace hostrt::detail::pool {
 
-inline constexpr std::size_t kAlignment = 64;          // every block start and size
-inline constexpr std::size_t kPageSize = 4096;         // segment bookkeeping granularity
-inline constexpr std::size_t kSmallLimit = 1u << 20;   // rounded sizes up to this are "small"
+inline constexpr std::size_t kAlignment = 64;         // every block start and size
+inline constexpr std::size_t kPageSize = 4096;        // segment bookkeeping granularity
+inline constexpr std::size_t kSmallLimit = 1u << 20;  // rounded sizes up to this are "small"
 inline constexpr std::size_t kSmallSegmentMax = 32u << 20;
 inline constexpr std::size_t kLargeSegmentMax = 256u << 20;
 // Segment sizes past the minimum grow in these steps: fine enough that the last, partly used
@@ -22,7 +22,9 @@ constexpr std::uintptr_t align_up(std::uintptr_t p, std::size_t a) noexcept { re
 constexpr std::uintptr_t align_down(std::uintptr_t p, std::size_t a) noexcept { return p & ~(a - 1); }
 
 // The pool's rounding: to 64 bytes and no further (0 bytes still gets its own 64).
-constexpr std::size_t block_size_for(std::size_t n) noexcept { return n == 0 ? kAlignment : round_up(n, kAlignment); }
+constexpr std::size_t block_size_for(std::size_t n) noexcept {
+  return n == 0 ? kAlignment : round_up(n, kAlignment);
+}
 
 enum class SizeClass : std::uint8_t { Small = 0, Large = 1 };
 

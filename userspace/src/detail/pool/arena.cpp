@@ -141,7 +141,8 @@ std::vector<std::unique_ptr<Segment>> Arena::take_idle(std::size_t keep_bytes, c
   std::vector<Segment*> idle;
   for (auto& s : segments_)
     if (s->idle() && (only == nullptr || s->cls == *only)) idle.push_back(s.get());
-  std::sort(idle.begin(), idle.end(), [](const Segment* a, const Segment* b) { return a->reserved > b->reserved; });
+  std::sort(idle.begin(), idle.end(),
+            [](const Segment* a, const Segment* b) { return a->reserved > b->reserved; });
   std::vector<std::unique_ptr<Segment>> out;
   out.reserve(idle.size());
   for (Segment* s : idle) {

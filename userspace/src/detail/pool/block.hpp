@@ -35,10 +35,10 @@ struct Block {
   Block* cache_next = nullptr;  // link in a thread-cache bin
   std::atomic<BlockState> state{BlockState::Free};
   std::size_t requested = 0;       // bytes the current holder asked for
-  StreamRef home;                   // stream given to allocate(), the default for deallocate()
-  std::vector<StreamRef> uses;      // streams named by record_stream()
-  std::vector<StreamPoint> waits;   // Pending: points still to be reached, next one at back()
-  std::uint64_t pending_seq = 0;    // Pending: order of the free, for "oldest pending work"
+  StreamRef home;                  // stream given to allocate(), the default for deallocate()
+  std::vector<StreamRef> uses;     // streams named by record_stream()
+  std::vector<StreamPoint> waits;  // Pending: points still to be reached, next one at back()
+  std::uint64_t pending_seq = 0;   // Pending: order of the free, for "oldest pending work"
 
   void* ptr() const noexcept { return reinterpret_cast<void*>(addr); }
   BlockState load_state() const noexcept { return state.load(std::memory_order_relaxed); }
@@ -51,7 +51,7 @@ struct Segment {
   std::size_t size = 0;
   std::size_t reserved = 0;  // memory->size(): what the driver charges
   SizeClass cls = SizeClass::Small;
-  SlotTable slots;           // block start -> Block*, read without a lock by deallocate()
+  SlotTable slots;  // block start -> Block*, read without a lock by deallocate()
   Block* first = nullptr;
   std::size_t free_bytes = 0;  // in Free blocks
 

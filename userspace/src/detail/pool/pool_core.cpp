@@ -45,7 +45,8 @@ thread_local ThreadLinks tl_links;
 
 }  // namespace
 
-std::shared_ptr<PoolCore> PoolCore::create(std::unique_ptr<SegmentSource> source, const PoolOptions& options) {
+std::shared_ptr<PoolCore> PoolCore::create(std::unique_ptr<SegmentSource> source,
+                                           const PoolOptions& options) {
   return std::make_shared<PoolCore>(std::move(source), options);
 }
 
@@ -131,7 +132,8 @@ void PoolCore::drain_locked(ThreadCache& tc) noexcept {
 // atomic read-modify-write, no syscall. Everything unusual (a cold bin, a large request, a
 // pending flush request) falls through to allocate_slow.
 void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
-  if (bytes > kMaxRequest) throw InvalidArgument(EINVAL, "pool: allocate of " + std::to_string(bytes) + " bytes");
+  if (bytes > kMaxRequest)
+    throw InvalidArgument(EINVAL, "pool: allocate of " + std::to_string(bytes) + " bytes");
   const std::size_t rounded = block_size_for(bytes);
   ThreadCache& tc = cache();
   if (tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) [[likely]] {
@@ -143,7 +145,8 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
   return allocate_slow(tc, bytes, rounded, home);
 }
 
-[[gnu::always_inline]] inline void PoolCore::hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home, bool hit) noexcept {
+[[gnu::always_inline]] inline void PoolCore::hand_out(ThreadCache& tc, Block* b, std::size_t bytes,
+                                                      StreamRef home, bool hit) noexcept {
   b->requested = bytes;
   b->home = home;
   b->set_state(BlockState::Allocated);
@@ -251,8 +254,9 @@ void PoolCore::grow(std::size_t bytes, SizeClass cls) {
   if (seg != nullptr && seg->contains(addr) && (addr - seg->base) % kAlignment == 0)
     b = seg->slots.load((addr - seg->base) / kAlignment);
   if (b == nullptr || b->addr != addr || b->load_state() != BlockState::Allocated)
-    throw InvalidArgument(EINVAL, "pool: " + std::to_string(addr) +
-                                      " is not a block allocated from this pool (foreign pointer or double free)");
+    throw InvalidArgument(EINVAL,
+                          "pool: " + std::to_string(addr) +
+                              " is not a block allocated from this pool (foreign pointer or double free)");
   return b;
 }
 
@@ -387,7 +391,8 @@ void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
     throw InvalidArgument(EINVAL, "pool: reserve of more than 2^46 bytes");
   auto one = [this](std::size_t bytes, SizeClass cls) {
     if (bytes == 0) return;
-    const std::size_t seg = round_up(std::max(bytes, cls == SizeClass::Small ? kSmallLimit : bytes), kPageSize);
+    const std::size_t seg =
+        round_up(std::max(bytes, cls == SizeClass::Small ? kSmallLimit : bytes), kPageSize);
     bool over = false;
     {
       std::lock_guard lk(mu_);
@@ -495,9 +500,8 @@ PoolStats PoolCore::stats_locked() const {
 
 void PoolCore::throw_out_of_memory(std::size_t bytes, const char* why) const {
   PoolStats s = stats();
-  throw PoolOutOfMemory("pool: cannot allocate " + std::to_string(bytes) + " bytes: " + why + " (" +
-                            s.to_string() + ")",
-                        s);
+  throw PoolOutOfMemory(
+      "pool: cannot allocate " + std::to_string(bytes) + " bytes: " + why + " (" + s.to_string() + ")", s);
 }
 
 }  // namespace hostrt::detail::pool

@@ -46,7 +46,9 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void reserve(std::size_t large_bytes, std::size_t small_bytes);
   std::size_t trim(std::size_t keep_bytes);
   void set_release_threshold(std::size_t bytes);
-  std::size_t release_threshold() const noexcept { return release_threshold_.load(std::memory_order_relaxed); }
+  std::size_t release_threshold() const noexcept {
+    return release_threshold_.load(std::memory_order_relaxed);
+  }
   void synchronize();
   void flush_thread_cache();
   PoolStats stats() const;

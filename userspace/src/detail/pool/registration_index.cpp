@@ -9,7 +9,8 @@
 
 namespace hostrt::detail::pool {
 
-RegistrationIndex::RegistrationIndex(std::unique_ptr<Registrar> registrar) : registrar_(std::move(registrar)) {}
+RegistrationIndex::RegistrationIndex(std::unique_ptr<Registrar> registrar)
+    : registrar_(std::move(registrar)) {}
 
 RegistrationIndex::~RegistrationIndex() = default;
 
@@ -23,7 +24,8 @@ RegistrationIndex::Map::iterator RegistrationIndex::containing(std::uintptr_t a,
 RegistrationIndex::Lease RegistrationIndex::acquire(void* ptr, std::size_t bytes) {
   const auto a = reinterpret_cast<std::uintptr_t>(ptr);
   if (ptr == nullptr || bytes == 0 || a + bytes < a)
-    throw InvalidArgument(EINVAL, "registration cache: bad range " + std::to_string(a) + "+" + std::to_string(bytes));
+    throw InvalidArgument(EINVAL,
+                          "registration cache: bad range " + std::to_string(a) + "+" + std::to_string(bytes));
   const std::uintptr_t e = a + bytes;
   std::vector<std::unique_ptr<Registration>> stale;  // unregistered after the lock is dropped
   {

@@ -17,7 +17,8 @@ SlotTable::SlotTable(std::size_t slots) : slots_(slots) {
                  -1, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
-    throw OutOfMemory(err, "pool: reserving a slot table of " + std::to_string(mapped_bytes_) + " bytes failed");
+    throw OutOfMemory(err,
+                      "pool: reserving a slot table of " + std::to_string(mapped_bytes_) + " bytes failed");
   }
   table_ = static_cast<Block**>(p);
 }

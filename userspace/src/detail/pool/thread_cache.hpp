@@ -21,7 +21,7 @@ struct ThreadCounters {
   std::atomic<std::int64_t> requested{0};
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
-  std::atomic<std::uint64_t> hits{0};  // allocations served without a driver call
+  std::atomic<std::uint64_t> hits{0};   // allocations served without a driver call
   std::atomic<std::int64_t> cached{0};  // bytes parked in this thread's cache
 
   template <typename T, typename D>
