@@ -181,6 +181,8 @@ std::map<std::string, Result> g_results;
 
 class CapturingReporter : public benchmark::ConsoleReporter {
  public:
+  // No colour: its escape codes would end up in front of the first METRIC line.
+  CapturingReporter() : ConsoleReporter(OO_None) {}
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
