@@ -9,6 +9,8 @@
 //     requested bytes, and what a power-of-two caching allocator would have reserved.
 //
 // Prints Google Benchmark's table, then "METRIC <name> <value> <unit>" lines.
+// `pool_bench --driver` (in the VM) instead compares the warm pool with the uncached driver
+// path, Device::host_alloc + free, on the real device.
 // Neither mimalloc nor jemalloc replaces this process's malloc: mimalloc is dlopen'ed with
 // RTLD_LOCAL | RTLD_DEEPBIND and called as mi_malloc/mi_free; Debian's jemalloc exports plain
 // malloc/free and cannot be dlopen'ed (static TLS), so its PIC archive is linked with every
@@ -18,6 +20,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -358,7 +361,46 @@ TraceResult replay(const Trace& t) {
 
 }  // namespace
 
+// --driver: inside the VM, the warm pool against the uncached driver path it replaces
+// (Device::host_alloc + free: BO_CREATE, mmap, munmap, GEM_CLOSE) on the real device.
+int driver_comparison(hostrt::Backend backend) {
+  using clock = std::chrono::steady_clock;
+  if (hostrt::Device::count(backend) == 0) {
+    std::fprintf(stderr, "pool_bench --driver: no %s device\n", hostrt::to_string(backend));
+    return 1;
+  }
+  hostrt::Device device = hostrt::Device::open(0, backend);
+  hostrt::Stream stream = device.create_stream();
+  hostrt::Pool pool(device);
+  double worst = 0;
+  for (std::size_t n : {std::size_t{4096}, std::size_t{65536}, std::size_t{1} << 20}) {
+    constexpr int kDriverIters = 200, kPoolIters = 200000;
+    auto t0 = clock::now();
+    for (int i = 0; i < kDriverIters; ++i) {
+      hostrt::PinnedBuffer b = device.host_alloc(n);
+      touch(b.data());
+    }
+    const double driver_ns = std::chrono::duration<double, std::nano>(clock::now() - t0).count() / kDriverIters;
+    pool.deallocate(pool.allocate(n, stream), stream);
+    t0 = clock::now();
+    for (int i = 0; i < kPoolIters; ++i) {
+      void* p = pool.allocate(n, stream);
+      touch(p);
+      pool.deallocate(p, stream);
+    }
+    const double pool_ns = std::chrono::duration<double, std::nano>(clock::now() - t0).count() / kPoolIters;
+    metric("driver_alloc_free_ns_" + std::to_string(n), driver_ns, "ns");
+    metric("pool_pair_ns_" + std::to_string(n), pool_ns, "ns");
+    worst = worst == 0 ? driver_ns / pool_ns : std::min(worst, driver_ns / pool_ns);
+  }
+  metric("pool_vs_driver_alloc_speedup", worst, "ratio");
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--driver")
+    return driver_comparison(argc > 2 && std::string(argv[2]) == "emulated" ? hostrt::Backend::Emulated
+                                                                            : hostrt::Backend::Drm);
   for (auto* b : {
            benchmark::RegisterBenchmark("Pair/pool", BM_Pair_pool),
            benchmark::RegisterBenchmark("Pair/pool_nostream", BM_Pair_pool_nostream),

@@ -21,6 +21,10 @@ in_vm iommu "hostrun $bin/pin_bench 7 _iommu && hostrun $bin/engine_bench _iommu
 # Real time (no icount): what submit-to-complete costs in wall time on top of the device.
 in_vm smp2 "hostrun $bin/engine_bench _smp2 2 65520"
 
+# The caching pool against the uncached driver path (host_alloc + free) on the real device
+# (its own run directory, so the noiommu logs above stay).
+"$src/qemu/run-vm.sh" --quiet --config noiommu --out "$build/bench/vm-pool" -- "hostrun $bin/pool_bench --driver" || failed=1
+grep -h '^METRIC ' "$build/bench/vm-pool/cmd.log" | tr -d '\r' >> "$metrics" || true
 # Host: the caching pool vs mimalloc, glibc and jemalloc (Emulated backend, no VM needed).
 "$build/cmake/tests/bench/pool_bench" | tee "$build/bench/pool_bench.log" | grep '^METRIC ' >> "$metrics" || failed=1
 
