@@ -118,6 +118,7 @@ std::unique_ptr<Segment> Arena::detach(Segment* s) noexcept {
   auto it = std::find_if(segments_.begin(), segments_.end(), [s](const auto& p) { return p.get() == s; });
   std::unique_ptr<Segment> out = std::move(*it);
   segments_.erase(it);
+  detach_epoch_.fetch_add(1, std::memory_order_release);
   Block* b = s->first;
   index(s).erase(b);
   s->slots.store(0, nullptr);

@@ -6,6 +6,7 @@
 // idle ones leave through take_idle() to be destroyed after the lock is released.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -53,6 +54,8 @@ class Arena {
   std::size_t free_bytes() const noexcept { return free_bytes_; }
   std::size_t segments(SizeClass c) const noexcept { return segment_count_[static_cast<int>(c)]; }
   std::size_t largest_free(SizeClass c) const noexcept;
+  // Bumped whenever a segment leaves the arena; read without the lock (see SegmentHint).
+  std::uint64_t detach_epoch() const noexcept { return detach_epoch_.load(std::memory_order_acquire); }
 
  private:
   struct BySize {
@@ -79,6 +82,7 @@ class Arena {
   std::size_t reserved_ = 0;
   std::size_t usable_ = 0;
   std::size_t free_bytes_ = 0;
+  std::atomic<std::uint64_t> detach_epoch_{0};
 };
 
 }  // namespace hostrt::detail::pool

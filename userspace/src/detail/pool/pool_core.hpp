@@ -63,6 +63,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   ThreadCache& cache();
   ThreadCache& bind_thread();
   Block* find_allocated(const void* p) const;
+  Block* find_allocated(const void* p, ThreadCache& tc) const;
   void* allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home);
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home, bool hit) noexcept;
   void free_locked_path(Block* b);

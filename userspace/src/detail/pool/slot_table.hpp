@@ -30,6 +30,11 @@ class SlotTable {
     std::atomic_ref<Block*>(table_[slot]).store(b, std::memory_order_release);
   }
   std::size_t slots() const noexcept { return slots_; }
+  // The raw table, for a reader that caches it (entries are read through std::atomic_ref).
+  Block* const* data() const noexcept { return table_; }
+  static Block* load(Block* const* table, std::size_t slot) noexcept {
+    return std::atomic_ref<Block*>(const_cast<Block*&>(table[slot])).load(std::memory_order_acquire);
+  }
 
  private:
   void release() noexcept;

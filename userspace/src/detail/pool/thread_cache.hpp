@@ -90,6 +90,16 @@ class ThreadCache {
   ThreadCounters counters;
   std::uint64_t epoch_seen = 0;  // the pool's flush epoch this cache last obeyed
 
+  // The segment this thread last freed into, so that most frees skip the page map's three
+  // levels. Valid while the arena's detach epoch is unchanged: a segment is only detached
+  // when idle, so one holding the block being freed cannot go while the hint is used.
+  struct SegmentHint {
+    std::uintptr_t base = 0;
+    std::size_t size = 0;
+    Block* const* slots = nullptr;
+    std::uint64_t epoch = ~std::uint64_t{0};
+  } hint;
+
  private:
   struct Bin {
     std::size_t size = 0;
