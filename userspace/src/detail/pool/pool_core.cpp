@@ -115,7 +115,6 @@ void PoolCore::retire(CacheLink& link) noexcept {
   retired_.requested += c.requested.load(std::memory_order_relaxed);
   retired_.allocations += c.allocations.load(std::memory_order_relaxed);
   retired_.deallocations += c.deallocations.load(std::memory_order_relaxed);
-  retired_.hits += c.hits.load(std::memory_order_relaxed);
   std::erase_if(links_, [&](const auto& l) { return l.get() == &link; });
 }
 
@@ -144,7 +143,7 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
   ThreadCache& tc = cache();
   if (tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) [[likely]] {
     if (Block* b = tc.pop(rounded)) {
-      hand_out(tc, b, bytes, home, true);
+      hand_out(tc, b, bytes, home);
       return b->ptr();
     }
   }
@@ -152,7 +151,7 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
 }
 
 [[gnu::always_inline]] inline void PoolCore::hand_out(ThreadCache& tc, Block* b, std::size_t bytes,
-                                                      StreamRef home, bool hit) noexcept {
+                                                      StreamRef home) noexcept {
   b->requested = bytes;
   // Member by member: the stream arrives in two registers, and a whole-struct copy makes GCC
   // spill them and reload one 16-byte vector, a store-forwarding stall that cost more than
@@ -164,7 +163,6 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
   ThreadCounters::bump(c.allocated, b->size);
   ThreadCounters::bump(c.requested, bytes);
   ThreadCounters::bump(c.allocations, 1);
-  if (hit) ThreadCounters::bump(c.hits, 1);
 }
 
 void* PoolCore::allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home) {
@@ -195,7 +193,8 @@ void* PoolCore::allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t ro
       segments_released_ += doomed.size();
     }
     if (b != nullptr) {
-      hand_out(tc, b, bytes, home, !grew);
+      hand_out(tc, b, bytes, home);
+      if (grew) ++grown_allocations_;
       sample_peaks_locked();
       return b->ptr();
     }
@@ -504,7 +503,6 @@ PoolStats PoolCore::stats_locked() const {
     requested = retired_.requested;
     s.allocations = retired_.allocations;
     s.deallocations = retired_.deallocations;
-    s.hits = retired_.hits;
     for (const auto& l : links_) {
       const ThreadCounters& c = l->cache.counters;
       allocated += c.allocated.load(std::memory_order_relaxed);
@@ -512,7 +510,6 @@ PoolStats PoolCore::stats_locked() const {
       cached += c.cached.load(std::memory_order_relaxed);
       s.allocations += c.allocations.load(std::memory_order_relaxed);
       s.deallocations += c.deallocations.load(std::memory_order_relaxed);
-      s.hits += c.hits.load(std::memory_order_relaxed);
     }
   }
   s.allocated_bytes = static_cast<std::size_t>(std::max<std::int64_t>(allocated, 0));
@@ -530,6 +527,8 @@ PoolStats PoolCore::stats_locked() const {
   s.large_segments = arena_.segments(SizeClass::Large);
   s.segments = s.small_segments + s.large_segments;
   s.misses = misses_;
+  // Counted as the complement so that the warm path need not count hits.
+  s.hits = s.allocations >= grown_allocations_ ? s.allocations - grown_allocations_ : 0;
   s.frees_waited = frees_waited_;
   s.waits = waits_;
   s.segments_released = segments_released_;

@@ -65,7 +65,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   Block* find_allocated(const void* p) const;
   Block* find_allocated(const void* p, ThreadCache& tc) const;
   void* allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home);
-  void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home, bool hit) noexcept;
+  void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
   void free_locked_path(Block* b);
   void collect_waits(Block* b, StreamRef stream) const;
   void reclaim_locked() noexcept;
@@ -90,6 +90,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   mutable std::size_t peak_allocated_ = 0;
   mutable std::size_t peak_requested_ = 0;
   std::uint64_t misses_ = 0;
+  std::uint64_t grown_allocations_ = 0;  // allocations that had to grow the pool
   std::uint64_t frees_waited_ = 0;
   std::uint64_t waits_ = 0;
   std::uint64_t segments_released_ = 0;
@@ -98,7 +99,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::vector<std::shared_ptr<CacheLink>> links_;
   struct Retired {
     std::int64_t allocated = 0, requested = 0;
-    std::uint64_t allocations = 0, deallocations = 0, hits = 0;
+    std::uint64_t allocations = 0, deallocations = 0;
   } retired_;
 };
 

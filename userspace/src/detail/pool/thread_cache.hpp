@@ -21,7 +21,6 @@ struct ThreadCounters {
   std::atomic<std::int64_t> requested{0};
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
-  std::atomic<std::uint64_t> hits{0};   // allocations served without a driver call
   std::atomic<std::int64_t> cached{0};  // bytes parked in this thread's cache
 
   template <typename T, typename D>
@@ -43,7 +42,6 @@ class ThreadCache {
     Block* b = bin->head;
     bin->head = b->cache_next;
     --bin->count;
-    bytes_ -= rounded;
     ThreadCounters::bump(counters.cached, -static_cast<std::int64_t>(rounded));
     return b;
   }
@@ -51,7 +49,7 @@ class ThreadCache {
   // False when the block does not fit the budget or both bins it may use hold other sizes:
   // the caller then returns it to the arena.
   bool push(Block* b) noexcept {
-    if (b->size > capacity_ - bytes_ || b->size > kSmallLimit) return false;
+    if (b->size > capacity_ - bytes() || b->size > kSmallLimit) return false;
     Bin* bin = find(b->size);
     if (bin == nullptr) {
       // Two-way associative: a size takes whichever of its two bins is empty.
@@ -65,7 +63,6 @@ class ThreadCache {
     b->cache_next = bin->head;
     bin->head = b;
     ++bin->count;
-    bytes_ += b->size;
     ThreadCounters::bump(counters.cached, b->size);
     return true;
   }
@@ -81,11 +78,12 @@ class ThreadCache {
       }
       bin.count = 0;
     }
-    ThreadCounters::bump(counters.cached, -static_cast<std::int64_t>(bytes_));
-    bytes_ = 0;
+    counters.cached.store(0, std::memory_order_relaxed);
   }
 
-  std::size_t bytes() const noexcept { return bytes_; }
+  std::size_t bytes() const noexcept {
+    return static_cast<std::size_t>(counters.cached.load(std::memory_order_relaxed));
+  }
 
   ThreadCounters counters;
   std::uint64_t epoch_seen = 0;  // the pool's flush epoch this cache last obeyed
@@ -121,7 +119,6 @@ class ThreadCache {
 
   std::array<Bin, kBins> bins_{};
   std::size_t capacity_;
-  std::size_t bytes_ = 0;
 };
 
 }  // namespace hostrt::detail::pool
