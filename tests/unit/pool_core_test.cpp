@@ -264,6 +264,25 @@ TEST_F(PoolCoreTest, SynchronizeWaitsForEveryStreamAndDrainsPending) {
   EXPECT_EQ(src->live_bytes, 0u);
 }
 
+TEST_F(PoolCoreTest, ThePoolsOwnWaitsLeaveDeviceFaultsToTheUser) {
+  PoolOptions o;
+  o.max_bytes = 2 << 20;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* a = pool->allocate(2 << 20, s1.ref());
+  s1.submit();
+  s1.fail_next_wait();  // the job will have failed
+  pool->deallocate(a, s1.ref());
+  void* b = pool->allocate(2 << 20, {});  // waits (out of room) for s1's job
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(s1.waits(), 1u);
+  s1.submit();
+  pool->deallocate(b, s1.ref());
+  EXPECT_NO_THROW(pool->synchronize());
+  EXPECT_EQ(s1.waits(), 2u);
+  EXPECT_THROW(s1.ref().wait_point(s1.submitted()), DeviceFault) << "still there for the user";
+}
+
 TEST_F(PoolCoreTest, ThreadCacheIsReturnedWhenTheThreadExits) {
   auto pool = make_fake_pool(src);
   std::thread t([&] {

@@ -67,6 +67,11 @@ inline const detail::pool::StreamOps FakeStream::kOps = {
       f->complete_to(p);  // the device gets there while the host sleeps
       if (f->fail_next_.exchange(false)) throw DeviceFault(EIO, "fake stream: job failed", p);
     },
+    [](void* s, std::uint64_t p) {
+      auto* f = static_cast<FakeStream*>(s);
+      ++f->waits_;
+      f->complete_to(p);  // a pending failure stays for the user to see
+    },
 };
 
 struct SourceCounters {

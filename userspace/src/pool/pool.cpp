@@ -32,6 +32,13 @@ const StreamOps kStreamOps = {
     },
     [](const void* s, std::uint64_t point) noexcept { return static_cast<const Stream*>(s)->reached(point); },
     [](void* s, std::uint64_t point) { static_cast<Stream*>(s)->wait_point(point); },
+    // The timeline wait alone: Stream::wait_point would also report (and so consume) a
+    // device fault that belongs to the user's next synchronize.
+    [](void* s, std::uint64_t point) {
+      detail::StreamCore* c = static_cast<Stream*>(s)->core().get();
+      if (c != nullptr && !c->reached(point))
+        c->device()->backend("pool wait").wait_timeline(c->timeline(), point);
+    },
 };
 
 StreamRef ref(Stream& s) {

@@ -69,7 +69,7 @@ PoolCore::~PoolCore() {
   // The device may still be copying into pending blocks; their memory must outlive that.
   try {
     synchronize();
-  } catch (...) {  // a device fault: the job has ended either way
+  } catch (...) {  // a lost device: nothing copies into the memory any more
   }
 }
 
@@ -228,11 +228,9 @@ void* PoolCore::allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t ro
     if (auto oldest = pending_.oldest()) {
       ++waits_;
       lk.unlock();
-      try {
-        oldest->stream.wait_point(oldest->point);
-      } catch (const Error&) {
-        // The job ended (it failed); its memory is no longer in use.
-      }
+      // A device fault stays for the user's synchronize; only a wait that cannot happen at
+      // all (a lost device) throws, and then waiting again would not help either.
+      oldest->stream.wait_quiet(oldest->point);
       source_refused = false;
       continue;
     }
@@ -475,12 +473,8 @@ void PoolCore::synchronize() {
   // Waiting on each stream's last pending point covers every earlier one of that stream. A
   // block that also waits on another stream moves to that stream's queue; loop until empty.
   while (!points.empty()) {
-    for (const StreamPoint& p : points) {
-      try {
-        p.stream.wait_point(p.point);
-      } catch (const Error&) {  // ended in failure: the memory is free all the same
-      }
-    }
+    // Throws only when it cannot wait (a lost device); looping on would never end.
+    for (const StreamPoint& p : points) p.stream.wait_quiet(p.point);
     SegmentList doomed;
     std::lock_guard lk(mu_);
     reclaim_locked();

@@ -13,8 +13,12 @@ struct StreamOps {
   std::uint64_t (*unfinished)(const void* stream) noexcept;
   // Must not make a syscall: the pool calls it while holding its arena lock.
   bool (*reached)(const void* stream, std::uint64_t point) noexcept;
-  // May block and may throw (a device fault); never called under a pool lock.
+  // May block and may throw (a device fault, which it then counts as reported to the user);
+  // never called under a pool lock. Used where the user should see the fault: sync_on_free.
   void (*wait_point)(void* stream, std::uint64_t point);
+  // Blocks like wait_point but leaves a device fault for the user's own synchronize to
+  // report; throws only when it cannot wait at all (a lost device).
+  void (*wait_quiet)(void* stream, std::uint64_t point);
 };
 
 // A non-owning reference, two words so that it travels in registers. The stream's address is
@@ -29,6 +33,7 @@ struct StreamRef {
   std::uint64_t unfinished() const noexcept { return ops->unfinished(stream); }
   bool reached(std::uint64_t point) const noexcept { return point == 0 || ops->reached(stream, point); }
   void wait_point(std::uint64_t point) const { ops->wait_point(stream, point); }
+  void wait_quiet(std::uint64_t point) const { ops->wait_quiet(stream, point); }
 };
 
 // A device point the host must see completed before a block may be handed out again.
