@@ -4,6 +4,7 @@
 // reused while the device still uses it, shows up as a pattern mismatch or a live overlap.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -55,8 +56,11 @@ TEST_P(PoolStressTest, ThreadsStreamsAndCrossThreadFreesKeepDataIntact) {
             it = inflight.erase(it);
             continue;
           }
-          for (std::size_t i = 0; i < it->n; ++i)
-            if (it->p[i] != it->tag) {
+          // Both ends of the block: a wrongful reuser's memset covers all of it, and checking
+          // every byte here, under the lock, would starve the workers (worse under TSan).
+          const std::size_t k = std::min<std::size_t>(it->n, 64);
+          for (std::size_t i = 0; i < k; ++i)
+            if (it->p[i] != it->tag || it->p[it->n - 1 - i] != it->tag) {
               ++corrupt;
               break;
             }
