@@ -39,21 +39,23 @@ Block* Arena::fit_in(std::size_t rounded, SizeClass cls) {
   auto it = idx.lower_bound(std::pair<std::size_t, std::uintptr_t>{rounded, 0});
   if (it == idx.end()) return nullptr;
   Block* b = *it;
-  Block* rest = nullptr;
-  if (b->size > rounded) rest = new Block();  // before any change, so bad_alloc leaves no trace
-  idx.erase(it);
-  if (rest != nullptr) {
+  if (b->size > rounded) {
+    // The remainder goes into the index first: the only step that can fail (bad_alloc for
+    // the new block or its tree node), and it fails before anything has changed.
+    auto rest = std::make_unique<Block>();
     rest->addr = b->addr + rounded;
     rest->size = b->size - rounded;
     rest->segment = b->segment;
-    rest->prev = b;
-    rest->next = b->next;
-    if (b->next != nullptr) b->next->prev = rest;
-    b->next = rest;
-    b->size = rounded;
-    set_slot(rest, rest);
-    idx.insert(rest);
+    idx.insert(rest.get());
+    Block* r = rest.release();
+    r->prev = b;
+    r->next = b->next;
+    if (b->next != nullptr) b->next->prev = r;
+    b->next = r;
+    set_slot(r, r);
   }
+  b->node = idx.extract(it);  // keeps the tree node for the block's return (see FreeIndex)
+  b->size = rounded;
   b->segment->free_bytes -= b->size;
   free_bytes_ -= b->size;
   return b;
@@ -67,7 +69,7 @@ void Arena::free(Block* b) noexcept {
   b->set_state(BlockState::Free);
   b->requested = 0;
   if (Block* p = b->prev; p != nullptr && p->load_state() == BlockState::Free) {
-    idx.erase(p);
+    p->node = idx.extract(p);
     p->size += b->size;
     p->next = b->next;
     if (b->next != nullptr) b->next->prev = p;
@@ -83,7 +85,8 @@ void Arena::free(Block* b) noexcept {
     set_slot(n, nullptr);
     delete n;
   }
-  idx.insert(b);
+  // Every block outside the index holds its node, so this allocates nothing.
+  idx.insert(std::move(b->node));
 }
 
 void Arena::add_segment(std::unique_ptr<Segment> seg) {
@@ -91,14 +94,21 @@ void Arena::add_segment(std::unique_ptr<Segment> seg) {
   b->addr = seg->base;
   b->size = seg->size;
   b->segment = seg.get();
-  segments_.reserve(segments_.size() + 1);
-  map_.assign(seg->base, seg->size, seg.get());
   Segment* s = seg.get();
+  segments_.reserve(segments_.size() + 1);
+  // Everything that can fail comes first, each undone if a later one fails.
+  try {
+    map_.assign(s->base, s->size, s);
+    index(s).insert(b.get());
+  } catch (...) {
+    map_.assign(s->base, s->size, nullptr);  // only clears existing leaves: cannot throw
+    throw;
+  }
   segments_.push_back(std::move(seg));
   s->first = b.get();
   s->free_bytes = s->size;
   set_slot(b.get(), b.get());
-  index(s).insert(b.release());
+  b.release();
   ++segment_count_[static_cast<int>(s->cls)];
   reserved_ += s->reserved;
   usable_ += s->size;

@@ -58,18 +58,7 @@ class Arena {
   std::uint64_t detach_epoch() const noexcept { return detach_epoch_.load(std::memory_order_acquire); }
 
  private:
-  struct BySize {
-    using is_transparent = void;
-    static std::pair<std::size_t, std::uintptr_t> key(const Block* b) noexcept { return {b->size, b->addr}; }
-    bool operator()(const Block* a, const Block* b) const noexcept { return key(a) < key(b); }
-    bool operator()(const Block* a, const std::pair<std::size_t, std::uintptr_t>& k) const noexcept {
-      return key(a) < k;
-    }
-    bool operator()(const std::pair<std::size_t, std::uintptr_t>& k, const Block* b) const noexcept {
-      return k < key(b);
-    }
-  };
-  using FreeIndex = std::set<Block*, BySize>;
+  using FreeIndex = detail::pool::FreeIndex;
 
   FreeIndex& index(const Segment* s) noexcept { return free_[static_cast<int>(s->cls)]; }
   void set_slot(Block* b, Block* value) noexcept;

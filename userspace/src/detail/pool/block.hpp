@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "detail/pool/align.hpp"
@@ -16,6 +18,18 @@
 namespace hostrt::detail::pool {
 
 struct Segment;
+struct Block;
+
+// Orders free blocks by (size, address): best fit is a lower_bound. Defined after Block.
+struct BlockBySize {
+  using is_transparent = void;
+  bool operator()(const Block* a, const Block* b) const noexcept;
+  bool operator()(const Block* a, const std::pair<std::size_t, std::uintptr_t>& k) const noexcept;
+  bool operator()(const std::pair<std::size_t, std::uintptr_t>& k, const Block* b) const noexcept;
+};
+// The arena's free index. A block out of the index keeps the tree node it had in `node`, so
+// putting it back (every free) allocates nothing and cannot fail.
+using FreeIndex = std::set<Block*, BlockBySize>;
 
 // Who may touch a block, and therefore which lock (if any) guards its fields:
 //  Free      in the arena's free index (arena lock);
@@ -39,11 +53,24 @@ struct Block {
   std::vector<StreamRef> uses;     // streams named by record_stream()
   std::vector<StreamPoint> waits;  // Pending: points still to be reached, next one at back()
   std::uint64_t pending_seq = 0;   // Pending: order of the free, for "oldest pending work"
+  FreeIndex::node_type node;       // while out of the free index (arena lock)
 
   void* ptr() const noexcept { return reinterpret_cast<void*>(addr); }
   BlockState load_state() const noexcept { return state.load(std::memory_order_relaxed); }
   void set_state(BlockState s) noexcept { state.store(s, std::memory_order_relaxed); }
 };
+
+inline bool BlockBySize::operator()(const Block* a, const Block* b) const noexcept {
+  return std::pair(a->size, a->addr) < std::pair(b->size, b->addr);
+}
+inline bool BlockBySize::operator()(const Block* a,
+                                    const std::pair<std::size_t, std::uintptr_t>& k) const noexcept {
+  return std::pair(a->size, a->addr) < k;
+}
+inline bool BlockBySize::operator()(const std::pair<std::size_t, std::uintptr_t>& k,
+                                    const Block* b) const noexcept {
+  return k < std::pair(b->size, b->addr);
+}
 
 struct Segment {
   std::unique_ptr<SegmentMemory> memory;

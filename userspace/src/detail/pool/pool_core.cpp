@@ -390,7 +390,12 @@ std::size_t PoolCore::block_size(const void* p) const { return find_allocated(p)
 
 void PoolCore::reclaim_locked() noexcept {
   if (pending_.empty()) return;
-  pending_.reclaim([this](Block* b) { arena_.free(b); });
+  try {
+    pending_.reclaim([this](Block* b) { arena_.free(b); });
+  } catch (const std::bad_alloc&) {
+    // Moving a block to its next stream's queue needed memory the host does not have: that
+    // block stays out of the pool (a leak, not a crash), the rest are reclaimed next time.
+  }
 }
 
 void PoolCore::release_above_threshold_locked(SegmentList& doomed) noexcept {
