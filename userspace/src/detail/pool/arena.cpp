@@ -121,6 +121,10 @@ std::size_t Arena::next_segment_size(std::size_t rounded, std::size_t min_segmen
   std::size_t step = round_up(reserved_ / 16, kSegmentGranule);
   step = std::min(std::max(step, min_segment), std::max(cap, min_segment));
   if (rounded > step) return round_up(rounded, kPageSize);
+  // More than a sixteenth of the pool already free means this large miss is fragmentation,
+  // not a lack of memory: a geometric step would mostly add free space, so grow by the
+  // request alone. (Small requests keep their steps: their segments are small anyway.)
+  if (c == SizeClass::Large && free_bytes_ > reserved_ / 16) return round_up(rounded, kPageSize);
   return round_up(step, kPageSize);
 }
 

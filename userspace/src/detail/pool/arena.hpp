@@ -41,8 +41,9 @@ class Arena {
   void add_segment(std::unique_ptr<Segment> seg);
   // Size of the next segment for a miss of `rounded` bytes: geometric (a sixteenth of what is
   // reserved, so that the last, partly used segment costs at most ~6% of the total), between
-  // min_segment and the class's cap; a request larger than that step gets a segment of its
-  // own exact (page-rounded) size.
+  // min_segment and the class's cap; a request larger than that step, or a large request while
+  // over a sixteenth of the pool is free (fragmentation), gets a segment of its own exact
+  // (page-rounded) size.
   std::size_t next_segment_size(std::size_t rounded, std::size_t min_segment) const noexcept;
   // Detaches idle segments, largest first, while releasing one keeps reserved >= keep_bytes.
   // Only segments of class `only` when given.
