@@ -19,7 +19,7 @@ class PoolCApiTest : public ::testing::Test {
     setenv("HOSTRT_BACKEND", "emulated", 1);
     SKIP_WITHOUT_DEVICE(Backend::Emulated);
     ASSERT_EQ(hrtStreamCreate(&stream), hrtSuccess) << hrtGetLastErrorMessage();
-    ASSERT_EQ(hrtPoolCreate(&pool, stream, nullptr), hrtSuccess) << hrtPoolGetLastErrorMessage();
+    ASSERT_EQ(hrtPoolCreate(&pool, stream, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
   }
   void TearDown() override {
     EXPECT_EQ(hrtPoolDestroy(pool), hrtSuccess);
@@ -33,7 +33,7 @@ class PoolCApiTest : public ::testing::Test {
 
 TEST_F(PoolCApiTest, RoundTripThroughPoolMemory) {
   void *src = nullptr, *dst = nullptr;
-  ASSERT_EQ(hrtPoolMallocAsync(pool, &src, 3000, stream), hrtSuccess) << hrtPoolGetLastErrorMessage();
+  ASSERT_EQ(hrtPoolMallocAsync(pool, &src, 3000, stream), hrtSuccess) << hrtGetLastErrorMessage();
   ASSERT_EQ(hrtPoolMallocAsync(pool, &dst, 3000, stream), hrtSuccess);
   fill(src, 3000, 5);
   ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), src, 3000, hrtMemcpyHostToDevice, stream), hrtSuccess);
@@ -55,27 +55,41 @@ TEST_F(PoolCApiTest, RoundTripThroughPoolMemory) {
 
 TEST_F(PoolCApiTest, RefusalsCarryACodeAndAMessage) {
   void* p = nullptr;
-  EXPECT_EQ(hrtPoolMallocAsync(pool, &p, 64, nullptr), hrtErrorInvalidValue);
-  EXPECT_NE(std::string(hrtPoolGetLastErrorMessage()).find("NULL stream"), std::string::npos);
   EXPECT_EQ(hrtPoolMallocAsync(nullptr, &p, 64, stream), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtGetLastError(), hrtErrorInvalidValue) << "shares the runtime's last error";
+  EXPECT_EQ(hrtPoolMallocAsync(pool, &p, 64, reinterpret_cast<hrtStream_t>(&p)),
+            hrtErrorInvalidResourceHandle);
   int local = 0;
   EXPECT_EQ(hrtPoolFree(pool, &local), hrtErrorInvalidValue);
-  EXPECT_NE(std::string(hrtPoolGetLastErrorMessage()).find("hrtPoolFree"), std::string::npos);
+  EXPECT_NE(std::string(hrtGetLastErrorMessage()).find("hrtPoolFree"), std::string::npos);
   ASSERT_EQ(hrtPoolMalloc(pool, &p, 100), hrtSuccess);
   ASSERT_EQ(hrtPoolFree(pool, p), hrtSuccess);
   EXPECT_EQ(hrtPoolFree(pool, p), hrtErrorInvalidValue) << "double free";
   EXPECT_EQ(hrtPoolGetStats(pool, nullptr), hrtErrorInvalidValue);
 }
 
+TEST_F(PoolCApiTest, NullIsTheDefaultStream) {
+  void *p = nullptr, *dst = nullptr;
+  ASSERT_EQ(hrtPoolMallocAsync(pool, &p, 2000, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtPoolMalloc(pool, &dst, 2000), hrtSuccess);
+  fill(p, 2000, 9);
+  ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), p, 2000, hrtMemcpyHostToDevice, nullptr), hrtSuccess);
+  ASSERT_EQ(hrtPoolFreeAsync(pool, p, nullptr), hrtSuccess);  // ordered after that copy
+  ASSERT_EQ(hrtMemcpyAsync(dst, hrtDevicePtr(0), 2000, hrtMemcpyDeviceToHost, nullptr), hrtSuccess);
+  ASSERT_EQ(hrtStreamSynchronize(nullptr), hrtSuccess);
+  EXPECT_EQ(first_diff(dst, pattern(2000, 9).data(), 2000), -1);
+  ASSERT_EQ(hrtPoolFree(pool, dst), hrtSuccess);
+}
+
 TEST_F(PoolCApiTest, ByteLimitGivesMemoryAllocationError) {
   hrtPool_t small = nullptr;
   hrtPoolProps props{};
   props.maxBytes = 4 << 20;
-  ASSERT_EQ(hrtPoolCreate(&small, nullptr, &props), hrtSuccess) << hrtPoolGetLastErrorMessage();
+  ASSERT_EQ(hrtPoolCreate(&small, nullptr, &props), hrtSuccess) << hrtGetLastErrorMessage();
   void* p = nullptr;
   EXPECT_EQ(hrtPoolMalloc(small, &p, 8 << 20), hrtErrorMemoryAllocation);
-  EXPECT_NE(std::string(hrtPoolGetLastErrorMessage()).find("max_bytes"), std::string::npos)
-      << hrtPoolGetLastErrorMessage();
+  EXPECT_NE(std::string(hrtGetLastErrorMessage()).find("max_bytes"), std::string::npos)
+      << hrtGetLastErrorMessage();
   EXPECT_EQ(hrtPoolDestroy(small), hrtSuccess);
 }
 

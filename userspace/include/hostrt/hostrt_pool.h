@@ -2,15 +2,14 @@
  * hostrt pool C API: the caching, stream-ordered pinned-memory pool (hostrt::Pool, whose
  * header hostrt/pool.hpp states the semantics) for C callers, beside hostrt.h.
  *
- * Every call returns an hrtError_t (hostrt.h's codes) and never lets a C++ exception escape.
- * A failing call records, per thread, a message naming the call and the cause:
- * hrtPoolGetLastErrorMessage().
+ * Every call returns an hrtError_t and never lets a C++ exception escape; a failing call
+ * records its code and message as hostrt.h's calls do (hrtGetLastError,
+ * hrtPeekAtLastError, hrtGetLastErrorMessage).
  *
- * Streams: unlike hostrt.h, a NULL stream is not accepted where the pool needs one
- * (hrtPoolMallocAsync, hrtPoolFreeAsync, hrtPoolRecordStream): freeing "on the default
- * stream" by accident would make a block reusable while that stream still copies from it.
- * hrtPoolMalloc / hrtPoolFree are the stream-less forms. Stream handles must be live, as for
- * hrtMemcpyAsync, and must stay live while the pool refers to them (hrtPoolSynchronize first).
+ * Streams follow hostrt.h: NULL is the current device's default stream, and a handle must be
+ * live. A stream must stay live while the pool refers to it (blocks allocated on it, frees
+ * pending on it): hrtPoolSynchronize before destroying it. hrtPoolMalloc / hrtPoolFree are
+ * the stream-less forms (no home stream; free on the home stream).
  */
 #ifndef HOSTRT_HOSTRT_POOL_H_
 #define HOSTRT_HOSTRT_POOL_H_
@@ -60,9 +59,6 @@ hrtError_t hrtPoolTrimTo(hrtPool_t pool, size_t keepBytes, size_t* releasedBytes
 hrtError_t hrtPoolSetReleaseThreshold(hrtPool_t pool, size_t bytes);
 hrtError_t hrtPoolSynchronize(hrtPool_t pool);
 hrtError_t hrtPoolGetStats(hrtPool_t pool, hrtPoolStats* stats);
-
-/* The message of this thread's last failing pool call ("" if none). */
-const char* hrtPoolGetLastErrorMessage(void);
 
 #ifdef __cplusplus
 }

@@ -1,21 +1,16 @@
-// The pool's C API (hostrt_pool.h): thin wrappers over hostrt::Pool that turn exceptions into
-// hrtError_t codes and keep a per-thread message.
+// The pool's C API (hostrt_pool.h): thin wrappers over hostrt::Pool, sharing the runtime's
+// handles, status translation and per-thread last error (detail/c_api_support.hpp).
 #include <limits>
 #include <memory>
 #include <new>
 #include <string>
 
+#include "detail/c_api_support.hpp"
 #include "detail/device_core.hpp"
 #include "hostrt/hostrt.h"
 #include "hostrt/hostrt.hpp"
 #include "hostrt/hostrt_pool.h"
 #include "hostrt/pool.hpp"
-
-// The runtime's C handle for a stream (c_api.cpp defines it with exactly this body; the
-// definitions must stay identical).
-struct hrtStream {
-  hostrt::Stream stream;
-};
 
 struct hrtPool {
   hostrt::Device device;  // shares the stream's device internals; keeps them alive
@@ -25,68 +20,22 @@ struct hrtPool {
 
 namespace {
 
-thread_local std::string t_message;
+using hostrt::detail::capi::expect;
+using hostrt::detail::capi::stream_of;
 
-hrtError_t fail(hrtError_t code, const char* fn, const char* what) noexcept {
-  try {
-    t_message = std::string(fn) + ": " + what;
-  } catch (...) {
-    t_message.clear();
-  }
-  return code;
-}
-
-struct CError {
-  hrtError_t code;
-  const char* message;
-};
-
+// The runtime's translation and last error (hrtGetLastError / hrtGetLastErrorMessage), for
+// bodies that return nothing.
 template <class F>
 hrtError_t guarded(const char* fn, F&& body) noexcept {
-  try {
+  return hostrt::detail::capi::guarded(fn, [&] {
     body();
     return hrtSuccess;
-  } catch (const CError& e) {
-    return fail(e.code, fn, e.message);
-  } catch (const hostrt::AlreadyRegistered& e) {
-    return fail(hrtErrorHostMemoryAlreadyRegistered, fn, e.what());
-  } catch (const hostrt::InvalidArgument& e) {
-    return fail(hrtErrorInvalidValue, fn, e.what());
-  } catch (const hostrt::OutOfMemory& e) {
-    return fail(hrtErrorMemoryAllocation, fn, e.what());
-  } catch (const hostrt::DeviceLost& e) {
-    return fail(hrtErrorDeviceLost, fn, e.what());
-  } catch (const hostrt::DeviceFault& e) {
-    return fail(hrtErrorLaunchFailure, fn, e.what());
-  } catch (const hostrt::NotSupported& e) {
-    return fail(hrtErrorNotSupported, fn, e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(hrtErrorMemoryAllocation, fn, "out of host memory");
-  } catch (const std::exception& e) {
-    return fail(hrtErrorUnknown, fn, e.what());
-  } catch (...) {
-    return fail(hrtErrorUnknown, fn, "unknown exception");
-  }
-}
-
-void expect(bool cond, hrtError_t code, const char* msg) {
-  if (!cond) throw CError{code, msg};
+  });
 }
 
 hrtPool& pool_of(hrtPool_t p) {
   expect(p != nullptr, hrtErrorInvalidValue, "NULL pool");
   return *p;
-}
-
-hostrt::Stream& stream_of(hrtStream_t s) {
-  expect(s != nullptr, hrtErrorInvalidValue, "NULL stream (the pool takes no default stream)");
-  return s->stream;
-}
-
-// The device behind a stream, as a Device handle sharing its internals.
-hostrt::Device device_of(hostrt::Stream& s) {
-  expect(static_cast<bool>(s), hrtErrorInvalidResourceHandle, "destroyed stream");
-  return hostrt::Device(s.core()->device());
 }
 
 }  // namespace
@@ -104,21 +53,10 @@ hrtError_t hrtPoolCreate(hrtPool_t* pool, hrtStream_t stream, const hrtPoolProps
       if (props->disableThreadCache != 0) o.thread_cache_bytes = 0;
       o.sync_on_free = props->syncOnFree != 0;
     }
-    if (stream != nullptr) {
-      *pool = new hrtPool(device_of(stream_of(stream)), o);
-      return;
-    }
-    // The current device: reached through a stream of it, made and dropped here.
-    hrtStream_t tmp = nullptr;
-    const hrtError_t e = hrtStreamCreate(&tmp);
-    expect(e == hrtSuccess, e, "cannot reach the current device (hrtGetLastErrorMessage says why)");
-    try {
-      *pool = new hrtPool(device_of(tmp->stream), o);
-    } catch (...) {
-      hrtStreamDestroy(tmp);
-      throw;
-    }
-    hrtStreamDestroy(tmp);
+    // The pool's device is the stream's (NULL: the current device's default stream), held
+    // through a Device handle sharing its internals.
+    hostrt::Stream& s = stream_of(stream);
+    *pool = new hrtPool(hostrt::Device(s.core()->device()), o);
   });
 }
 
@@ -196,7 +134,5 @@ hrtError_t hrtPoolGetStats(hrtPool_t pool, hrtPoolStats* stats) {
                           s.segments_released};
   });
 }
-
-const char* hrtPoolGetLastErrorMessage(void) { return t_message.c_str(); }
 
 }  // extern "C"
