@@ -48,7 +48,7 @@ struct Bench {
     if (page == MAP_FAILED) return false;
     queue = q.queue;
     slot = reinterpret_cast<const volatile drm_edu_accel_completion*>(static_cast<char*>(page) +
-                                                                        q.completion_offset);
+                                                                      q.completion_offset);
     return true;
   }
 
@@ -70,7 +70,9 @@ struct Bench {
   }
 };
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 }  // namespace
 
@@ -85,8 +87,8 @@ int main(int argc, char** argv) {
   Bench b{fd.get(), nodes[0]};
   uint32_t src = 0, dst = 0, done = 0;
   uint64_t off = 0;
-  if (fd.get() < 0 || !b.init() || bo_create(fd.get(), 1 << 20, &src, &off) || bo_create(fd.get(), 1 << 20, &dst, &off) ||
-      drmSyncobjCreate(fd.get(), 0, &done))
+  if (fd.get() < 0 || !b.init() || bo_create(fd.get(), 1 << 20, &src, &off) ||
+      bo_create(fd.get(), 1 << 20, &dst, &off) || drmSyncobjCreate(fd.get(), 0, &done))
     return std::fprintf(stderr, "setup failed\n"), 1;
 
   // 1. Utilization: 8 jobs of 64 full-size H2D transfers, all queued before the first ends.

@@ -380,7 +380,8 @@ int driver_comparison(hostrt::Backend backend) {
       hostrt::PinnedBuffer b = device.host_alloc(n);
       touch(b.data());
     }
-    const double driver_ns = std::chrono::duration<double, std::nano>(clock::now() - t0).count() / kDriverIters;
+    const double driver_ns =
+        std::chrono::duration<double, std::nano>(clock::now() - t0).count() / kDriverIters;
     pool.deallocate(pool.allocate(n, stream), stream);
     t0 = clock::now();
     for (int i = 0; i < kPoolIters; ++i) {

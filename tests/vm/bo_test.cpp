@@ -185,7 +185,8 @@ INSTANTIATE_TEST_SUITE_P(Ranges, UserptrSize,
                          ::testing::Values(UserRange{"OneByte", 0, 1}, UserRange{"OnePage", 0, kPage},
                                            UserRange{"UnalignedBoth", 100, 2 * kPage + 50},
                                            UserRange{"UnalignedEndOnly", 0, kPage + 1},
-                                           UserRange{"OneMiB", 0, kMiB}, UserRange{"SixtyFourMiB", 0, 64 * kMiB}),
+                                           UserRange{"OneMiB", 0, kMiB},
+                                           UserRange{"SixtyFourMiB", 0, 64 * kMiB}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // Root studies the DMA path in debugfs: each BO with its physical runs and bus segments.
@@ -200,8 +201,9 @@ TEST_F(BoTest, DebugfsShowsTheLayoutOfEachBo) {
   ASSERT_EQ(bo_info(fd(), h, &info), 0);
   const auto text = hostrt::detail::read_text(nodes[0].debugfs + "/bos");
   ASSERT_TRUE(text);
-  const std::string head = "userptr size=" + std::to_string(2 * kPage) + " offset=10 pages=3 sg_nents=" +
-                           std::to_string(info.sg_nents) + " dma_nents=" + std::to_string(info.dma_nents);
+  const std::string head = "userptr size=" + std::to_string(2 * kPage) +
+                           " offset=10 pages=3 sg_nents=" + std::to_string(info.sg_nents) +
+                           " dma_nents=" + std::to_string(info.dma_nents);
   EXPECT_NE(text->find(head), std::string::npos) << *text;
   // Every physical run of that BO is listed with its address, adding up to its 3 pages.
   size_t pos = text->find(head), bytes = 0, runs = 0;
@@ -267,19 +269,22 @@ TEST_F(BoTest, MemlockLimitBoundsUnprivilegedPinsAndCloseReturnsTheCharge) {
   ASSERT_GE(second.get(), 0);
   ASSERT_GE(third.get(), 0);
   const int a = third.get(), b = second.get();
-  const int rc = as_unprivileged(16 * kPage, [a, b] {
-    Mapping m(32 * kPage, PROT_READ | PROT_WRITE);
-    if (!m.ok()) return 10;
-    uint32_t h1 = 0, h2 = 0;
-    if (bo_userptr(a, m.data(), 12 * kPage, 0, &h1) != 0) return 11;            // within the limit
-    if (bo_userptr(a, m.data(), 8 * kPage, 0, &h2) != ENOMEM) return 12;        // 20 pages > 16
-    if (bo_userptr(b, m.data() + 12 * kPage, 4 * kPage, 0, &h2) != 0) return 13;  // exactly 16
-    if (gem_close(a, h1) != 0) return 14;                                         // returns 12
-    if (bo_userptr(a, m.data(), 12 * kPage, 0, &h1) != 0) return 15;
-    close(a);  // the last reference to that file: returns 12
-    if (bo_userptr(b, m.data(), 12 * kPage, 0, &h1) != 0) return 16;
-    return 0;
-  }, &third);
+  const int rc = as_unprivileged(
+      16 * kPage,
+      [a, b] {
+        Mapping m(32 * kPage, PROT_READ | PROT_WRITE);
+        if (!m.ok()) return 10;
+        uint32_t h1 = 0, h2 = 0;
+        if (bo_userptr(a, m.data(), 12 * kPage, 0, &h1) != 0) return 11;              // within the limit
+        if (bo_userptr(a, m.data(), 8 * kPage, 0, &h2) != ENOMEM) return 12;          // 20 pages > 16
+        if (bo_userptr(b, m.data() + 12 * kPage, 4 * kPage, 0, &h2) != 0) return 13;  // exactly 16
+        if (gem_close(a, h1) != 0) return 14;                                         // returns 12
+        if (bo_userptr(a, m.data(), 12 * kPage, 0, &h1) != 0) return 15;
+        close(a);  // the last reference to that file: returns 12
+        if (bo_userptr(b, m.data(), 12 * kPage, 0, &h1) != 0) return 16;
+        return 0;
+      },
+      &third);
   EXPECT_EQ(rc, 0) << "step " << rc << " of the memlock sequence failed";
 }
 
@@ -384,7 +389,8 @@ class BadInputTest : public BoTest, public ::testing::WithParamInterface<BadInpu
 TEST_P(BadInputTest, IsRefusedWithItsErrno) {
   Fd other(node_);
   ASSERT_GE(other.get(), 0);
-  EXPECT_EQ(GetParam().call(fd(), other.get()), GetParam().expected_errno) << strerror(GetParam().expected_errno);
+  EXPECT_EQ(GetParam().call(fd(), other.get()), GetParam().expected_errno)
+      << strerror(GetParam().expected_errno);
   EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), 0u) << "a refused call left memory charged";
 }
 
@@ -401,7 +407,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"UserptrAddressPlusLengthWraps", EINVAL, bad_userptr_wraps},
                       BadInput{"UserptrKernelAddress", EFAULT, bad_userptr_kernel_address},
                       BadInput{"UserptrUnmappedHole", EFAULT, bad_userptr_unmapped},
-                      BadInput{"UserptrReadOnlyMemoryForWrite", EFAULT, bad_userptr_readonly_memory_for_write},
+                      BadInput{"UserptrReadOnlyMemoryForWrite", EFAULT,
+                               bad_userptr_readonly_memory_for_write},
                       BadInput{"InfoBogusHandle", ENOENT, bad_info_bogus_handle},
                       BadInput{"InfoAnotherFilesHandle", ENOENT, bad_info_other_files_handle},
                       BadInput{"CloseBogusHandle", EINVAL, bad_close_bogus_handle}),

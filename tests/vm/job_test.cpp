@@ -121,11 +121,12 @@ class JobTest : public ::testing::Test {
   }
 
   // Submits and returns the job's seqno (0 on failure, reported).
-  uint64_t run(uint32_t queue, std::vector<drm_edu_accel_copy_op> ops, std::vector<drm_edu_accel_sync> in = {},
-               std::vector<drm_edu_accel_sync> out = {}) {
+  uint64_t run(uint32_t queue, std::vector<drm_edu_accel_copy_op> ops,
+               std::vector<drm_edu_accel_sync> in = {}, std::vector<drm_edu_accel_sync> out = {}) {
     uint64_t seqno = 0;
-    const int err = submit(fd(), queue, ops.data(), static_cast<uint32_t>(ops.size()), in.data(),
-                           static_cast<uint32_t>(in.size()), out.data(), static_cast<uint32_t>(out.size()), &seqno);
+    const int err =
+        submit(fd(), queue, ops.data(), static_cast<uint32_t>(ops.size()), in.data(),
+               static_cast<uint32_t>(in.size()), out.data(), static_cast<uint32_t>(out.size()), &seqno);
     EXPECT_EQ(err, 0) << strerror(err);
     return seqno;
   }
@@ -147,8 +148,8 @@ class JobTest : public ::testing::Test {
   }
 
   // H2D then D2H of each 4095-byte chunk: every byte crosses into the device and back.
-  void roundtrip_through_device(uint32_t queue, uint32_t src, uint64_t src_off, uint32_t dst, uint64_t dst_off,
-                                uint64_t size, uint32_t done) {
+  void roundtrip_through_device(uint32_t queue, uint32_t src, uint64_t src_off, uint32_t dst,
+                                uint64_t dst_off, uint64_t size, uint32_t done) {
     std::vector<drm_edu_accel_copy_op> ops;
     for (uint64_t at = 0; at < size; at += kChunk) {
       const uint64_t n = std::min<uint64_t>(kChunk, size - at);
@@ -178,7 +179,9 @@ struct Case {
   uint64_t dst_off;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.size << "B src+" << c.src_off << " dst+" << c.dst_off; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.size << "B src+" << c.src_off << " dst+" << c.dst_off;
+}
 
 class Integrity : public JobTest, public ::testing::WithParamInterface<Case> {};
 
@@ -189,11 +192,13 @@ TEST_P(Integrity, HostToHostThroughTheDevice) {
   HostBo dst = host_bo(c.dst_off + c.size + 64);
   std::memset(dst.p, 0xee, dst.size);
   const uint32_t done = syncobj();
-  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, c.src_off, dst.handle, c.dst_off, c.size)}, {}, {sync_point(done)});
+  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, c.src_off, dst.handle, c.dst_off, c.size)}, {},
+      {sync_point(done)});
   ASSERT_TRUE(wait(done));
   ASSERT_EQ(std::memcmp(dst.p + c.dst_off, src.mem.get() + c.src_off, c.size), 0);
   for (uint64_t i = 0; i < c.dst_off; ++i) ASSERT_EQ(dst.p[i], 0xee) << "wrote before the range at " << i;
-  for (uint64_t i = c.dst_off + c.size; i < dst.size; ++i) ASSERT_EQ(dst.p[i], 0xee) << "wrote past the range";
+  for (uint64_t i = c.dst_off + c.size; i < dst.size; ++i)
+    ASSERT_EQ(dst.p[i], 0xee) << "wrote past the range";
   EXPECT_EQ(slot(queue_)->failed, 0u);
 }
 
@@ -209,8 +214,8 @@ TEST_P(Integrity, HostToDeviceAndBack) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, Integrity,
-                         ::testing::Values(Case{1, 3, 5}, Case{4095, 1, 7}, Case{4096, 17, 0}, Case{4097, 0, 4093},
-                                           Case{65536, 333, 4095}, Case{kMiB, 4097, 1}));
+                         ::testing::Values(Case{1, 3, 5}, Case{4095, 1, 7}, Case{4096, 17, 0},
+                                           Case{4097, 0, 4093}, Case{65536, 333, 4095}, Case{kMiB, 4097, 1}));
 
 TEST_F(JobTest, TransfersFollowDmaSegments) {
   // A page-aligned created BO copied into itself: with an IOMMU one segment per side, so the
@@ -239,7 +244,8 @@ TEST_F(JobTest, JobsOfOneQueueRunInOrder) {
   const uint32_t done = syncobj();
   // No fence between them: only the queue's order makes the second copy see the first's data.
   run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, mid.handle, 0, n)});
-  const uint64_t last = run(queue_, {op(EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {}, {sync_point(done)});
+  const uint64_t last =
+      run(queue_, {op(EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {}, {sync_point(done)});
   ASSERT_TRUE(wait(done));
   EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), n), 0);
   EXPECT_EQ(slot(queue_)->completed, last);
@@ -257,7 +263,8 @@ TEST_F(JobTest, InFenceOrdersWorkAcrossQueues) {
   // first: only the in-fence keeps the consumer behind the producer.
   for (int i = 0; i < 10; ++i) run(queue_, {op(EDU_ACCEL_OP_H2H, filler.handle, 0, sink.handle, 0, kChunk)});
   run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, mid.handle, 0, n)}, {}, {sync_point(tl, 1)});
-  run(other, {op(EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {sync_point(tl, 1)}, {sync_point(done)});
+  run(other, {op(EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {sync_point(tl, 1)},
+      {sync_point(done)});
   ASSERT_TRUE(wait(done));
   EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), n), 0) << "the consumer ran before its producer";
 }
@@ -271,8 +278,8 @@ TEST_F(JobTest, TimelinePointsSignalInOrder) {
         {sync_point(tl, i + 1)});
   uint64_t point = 3;
   ASSERT_EQ(drmSyncobjTimelineWait(fd(), const_cast<uint32_t*>(&tl), &point, 1,
-                                   static_cast<int64_t>(abs_deadline_ns(600)), DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL,
-                                   nullptr),
+                                   static_cast<int64_t>(abs_deadline_ns(600)),
+                                   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr),
             0);
   uint64_t reached = 0;
   ASSERT_EQ(drmSyncobjQuery(fd(), const_cast<uint32_t*>(&tl), &reached, 1), 0);
@@ -284,7 +291,8 @@ TEST_F(JobTest, CompletionPageAgreesWithSyncobjWaits) {
   UserBo src = user_bo(kChunk, 5);
   for (int i = 0; i < (slow_dma() ? 3 : 20); ++i) {
     const uint32_t done = syncobj();
-    const uint64_t seqno = run(queue_, {op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, kChunk)}, {}, {sync_point(done)});
+    const uint64_t seqno =
+        run(queue_, {op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, kChunk)}, {}, {sync_point(done)});
     if (i % 2) {
       // Memory says done -> the fence has signalled (it is signalled right after the write).
       while (slot(queue_)->completed < seqno) sched_yield();
@@ -304,7 +312,8 @@ TEST_F(JobTest, CompletionPageCannotBeMappedWritable) {
   ASSERT_EQ(queue_create(fd(), &q), 0);
   drm_edu_accel_bo_info info;
   ASSERT_EQ(bo_info(fd(), q.completion_handle, &info), 0);
-  void* m = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
+  void* m =
+      mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
   EXPECT_EQ(m, MAP_FAILED);
   void* r = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
   ASSERT_NE(r, MAP_FAILED);
@@ -366,13 +375,15 @@ TEST_F(JobTest, StuckJobTimesOutAndTheQueueCarriesOn) {
   ASSERT_TRUE(engine_idle(600)) << "an earlier test left work on the engine";
   std::ofstream(node_.debugfs + "/fault_drop_irqs") << "1\n";
   const uint32_t failed = syncobj(), ok = syncobj();
-  const uint64_t bad = run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
+  const uint64_t bad =
+      run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
   ASSERT_TRUE(wait(failed)) << "the timeout never failed the job";
   EXPECT_EQ(slot(queue_)->failed, bad);
   EXPECT_EQ(slot(queue_)->error, -ETIMEDOUT);
   EXPECT_GE(slot(queue_)->completed, bad);
   std::memset(dst.p, 0, kChunk);
-  const uint64_t good = run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(ok)});
+  const uint64_t good =
+      run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(ok)});
   ASSERT_TRUE(wait(ok));
   EXPECT_EQ(slot(queue_)->completed, good);
   EXPECT_EQ(slot(queue_)->failed, bad) << "the next job must succeed";
@@ -396,7 +407,9 @@ void PrintTo(const BadSubmit& b, std::ostream* os) { *os << b.name; }
 
 class BadSubmitTest : public JobTest, public ::testing::WithParamInterface<BadSubmit> {
  public:
-  int one(uint32_t queue, drm_edu_accel_copy_op o) { return submit(fd(), queue, &o, 1, nullptr, 0, nullptr, 0); }
+  int one(uint32_t queue, drm_edu_accel_copy_op o) {
+    return submit(fd(), queue, &o, 1, nullptr, 0, nullptr, 0);
+  }
 };
 
 TEST_P(BadSubmitTest, IsRefusedBeforeTheHardware) {
@@ -411,13 +424,13 @@ TEST_P(BadSubmitTest, IsRefusedBeforeTheHardware) {
   EXPECT_EQ(slot(queue_)->completed, 0u);
 }
 
-#define BAD(name, err, body)                                                                    \
-  BadSubmit {                                                                                   \
-    name, err, [](JobTest & t, uint32_t q, uint32_t s, uint32_t d, uint32_t ro, int other) {   \
-      auto& b = static_cast<BadSubmitTest&>(t);                                                 \
-      (void)b, (void)q, (void)s, (void)d, (void)ro, (void)other;                                \
-      body;                                                                                     \
-    }                                                                                           \
+#define BAD(name, err, body)                                                                \
+  BadSubmit {                                                                               \
+    name, err, [](JobTest& t, uint32_t q, uint32_t s, uint32_t d, uint32_t ro, int other) { \
+      auto& b = static_cast<BadSubmitTest&>(t);                                             \
+      (void)b, (void)q, (void)s, (void)d, (void)ro, (void)other;                            \
+      body;                                                                                 \
+    }                                                                                       \
   }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -431,23 +444,28 @@ INSTANTIATE_TEST_SUITE_P(
         BAD("DeviceFullBuffer", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, 0, 0, 4096))),
         BAD("H2dWithADestinationHandle", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, d, 0, 10))),
         BAD("UnknownOpType", EINVAL, return b.one(q, op(9, s, 0, d, 0, 10))),
-        BAD("OpFlags", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); o.flags = 1; return b.one(q, o)),
+        BAD("OpFlags", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); o.flags = 1;
+            return b.one(q, o)),
         BAD("BogusHandle", ENOENT, return b.one(q, op(EDU_ACCEL_OP_H2H, 0x4444, 0, d, 0, 10))),
-        BAD("AnotherFilesHandle", ENOENT, uint32_t h = 0; drm_edu_accel_bo_info info;
+        BAD(
+            "AnotherFilesHandle", ENOENT, uint32_t h = 0; drm_edu_accel_bo_info info;
             // A handle of the other file that is not also a handle of this one.
-            do { if (bo_create(other, kPage, &h)) return -1; } while (bo_info(b.fd(), h, &info) == 0);
+            do {
+              if (bo_create(other, kPage, &h)) return -1;
+            } while (bo_info(b.fd(), h, &info) == 0);
             return b.one(q, op(EDU_ACCEL_OP_H2H, h, 0, d, 0, 10))),
         BAD("WriteIntoReadOnlyRegistration", EACCES, return b.one(q, op(EDU_ACCEL_OP_D2H, 0, 0, ro, 0, 10))),
         BAD("BogusQueue", ENOENT, return b.one(q + 100, op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10))),
         BAD("NoOps", EINVAL, return submit(b.fd(), q, nullptr, 0, nullptr, 0, nullptr, 0)),
-        BAD("TooManyOps", EINVAL, std::vector<drm_edu_accel_copy_op> ops(65, op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 1));
+        BAD("TooManyOps", EINVAL,
+            std::vector<drm_edu_accel_copy_op> ops(65, op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 1));
             return submit(b.fd(), q, ops.data(), 65, nullptr, 0, nullptr, 0)),
         BAD("OpsPointerUnmapped", EFAULT, auto* p = reinterpret_cast<drm_edu_accel_copy_op*>(8);
             return submit(b.fd(), q, p, 1, nullptr, 0, nullptr, 0)),
-        BAD("BogusInSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); auto in = sync_point(0x5555);
-            return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
-        BAD("BogusOutSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); auto out = sync_point(0x5555);
-            return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
+        BAD("BogusInSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            auto in = sync_point(0x5555); return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
+        BAD("BogusOutSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            auto out = sync_point(0x5555); return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
         BAD("SyncPadNotZero", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); uint32_t h = b.syncobj();
             auto out = sync_point(h); out.pad = 1; return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
         BAD("SubmitFlags", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); drm_edu_accel_submit a{};
@@ -463,7 +481,8 @@ TEST_F(JobTest, DebugfsListsQueuesWithTheirProgress) {
   UserBo src = user_bo(100, 8);
   HostBo dst = host_bo(100);
   const uint32_t done = syncobj();
-  const uint64_t seqno = run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 100)}, {}, {sync_point(done)});
+  const uint64_t seqno =
+      run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 100)}, {}, {sync_point(done)});
   ASSERT_TRUE(wait(done));
   auto text = hostrt::detail::read_text(node_.debugfs + "/queues");
   ASSERT_TRUE(text);
@@ -473,7 +492,8 @@ TEST_F(JobTest, DebugfsListsQueuesWithTheirProgress) {
   while (std::getline(lines, line)) {
     std::istringstream f(line);
     uint64_t client, queue, submitted, completed;
-    if (f >> client >> queue >> submitted >> completed && queue == queue_ && submitted == seqno && completed == seqno)
+    if (f >> client >> queue >> submitted >> completed && queue == queue_ && submitted == seqno &&
+        completed == seqno)
       found = true;
   }
   EXPECT_TRUE(found) << *text;

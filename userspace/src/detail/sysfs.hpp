@@ -8,8 +8,8 @@
 namespace hostrt::detail {
 
 struct EduNode {
-  std::string pci;      // "0000:00:02.0"
-  std::string render;   // "/dev/dri/renderD128"
+  std::string pci;     // "0000:00:02.0"
+  std::string render;  // "/dev/dri/renderD128"
   int render_minor = -1;
   std::string debugfs;  // "/sys/kernel/debug/dri/128" (present when debugfs is mounted)
 };
