@@ -1,7 +1,6 @@
 // Uses the installed headers and library: one pinned round trip on an emulated device.
-#include <hostrt/hostrt.hpp>
-
 #include <cstring>
+#include <hostrt/hostrt.hpp>
 
 int main() {
   hostrt::Device d = hostrt::Device::open(0, hostrt::Backend::Emulated);

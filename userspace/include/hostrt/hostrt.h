@@ -31,16 +31,16 @@ extern "C" {
 
 typedef enum hrtError {
   hrtSuccess = 0,
-  hrtErrorInvalidValue = 1,           /* bad pointer, size, range, flags, kind */
-  hrtErrorMemoryAllocation = 2,       /* the driver could not allocate or pin (RLIMIT_MEMLOCK...) */
-  hrtErrorNoDevice = 3,               /* no device of the selected backend */
-  hrtErrorInvalidDevice = 4,          /* device index out of range */
-  hrtErrorDeviceLost = 5,             /* the device was closed (hrtDeviceReset) or vanished */
-  hrtErrorNotReady = 6,               /* query: work still pending (not recorded as an error) */
+  hrtErrorInvalidValue = 1,     /* bad pointer, size, range, flags, kind */
+  hrtErrorMemoryAllocation = 2, /* the driver could not allocate or pin (RLIMIT_MEMLOCK...) */
+  hrtErrorNoDevice = 3,         /* no device of the selected backend */
+  hrtErrorInvalidDevice = 4,    /* device index out of range */
+  hrtErrorDeviceLost = 5,       /* the device was closed (hrtDeviceReset) or vanished */
+  hrtErrorNotReady = 6,         /* query: work still pending (not recorded as an error) */
   hrtErrorHostMemoryAlreadyRegistered = 7,
   hrtErrorHostMemoryNotRegistered = 8,
-  hrtErrorInvalidResourceHandle = 9,  /* destroyed or unknown stream / event */
-  hrtErrorLaunchFailure = 10,         /* submitted work failed on the device */
+  hrtErrorInvalidResourceHandle = 9, /* destroyed or unknown stream / event */
+  hrtErrorLaunchFailure = 10,        /* submitted work failed on the device */
   hrtErrorNotSupported = 11,
   hrtErrorUnknown = 999
 } hrtError_t;
@@ -89,7 +89,7 @@ void* hrtDevicePtr(size_t offset);
 /* Pinned host memory */
 hrtError_t hrtMallocHost(void** ptr, size_t size);
 hrtError_t hrtHostAlloc(void** ptr, size_t size, unsigned int flags); /* flags must be 0 */
-hrtError_t hrtFreeHost(void* ptr);     /* immediate; NULL is a no-op */
+hrtError_t hrtFreeHost(void* ptr);                                    /* immediate; NULL is a no-op */
 hrtError_t hrtFreeHostSync(void* ptr); /* waits for the device's streams first */
 hrtError_t hrtHostRegister(void* ptr, size_t size, unsigned int flags);
 hrtError_t hrtHostUnregister(void* ptr);
@@ -115,7 +115,7 @@ hrtError_t hrtEventSynchronize(hrtEvent_t event);
 /* Errors */
 const char* hrtGetErrorName(hrtError_t error);
 const char* hrtGetErrorString(hrtError_t error);
-hrtError_t hrtGetLastError(void);   /* returns this thread's last error and resets it */
+hrtError_t hrtGetLastError(void);    /* returns this thread's last error and resets it */
 hrtError_t hrtPeekAtLastError(void); /* returns it without resetting */
 /* The message of this thread's last failing call ("" when none); valid until the next call. */
 const char* hrtGetLastErrorMessage(void);
