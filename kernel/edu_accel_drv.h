@@ -80,6 +80,14 @@ static inline struct edu_accel_device *to_edu(struct drm_device *drm)
 	return container_of(drm, struct edu_accel_device, drm);
 }
 
+/* [addr, addr + len) lies below the device's DMA mask (edu truncates, never rejects). */
+static inline bool edu_range_reachable(struct edu_accel_device *edev, dma_addr_t addr, u64 len)
+{
+	u64 last = addr + len - 1;
+
+	return last >= addr && last <= DMA_BIT_MASK(edev->dma_bits);
+}
+
 void edu_client_put(struct edu_client *client);
 void edu_accel_debugfs_init(struct drm_minor *minor);
 

@@ -32,13 +32,6 @@
 /* Pin in batches of one page of page pointers, as ib_umem_get() does. */
 #define EDU_PIN_BATCH	(PAGE_SIZE / sizeof(struct page *))
 
-static bool edu_range_reachable(struct edu_accel_device *edev, dma_addr_t addr, u64 len)
-{
-	u64 last = addr + len - 1;
-
-	return last >= addr && last <= DMA_BIT_MASK(edev->dma_bits);
-}
-
 /*
  * Without a translating IOMMU, dma-direct would hand out the physical address (and on 6.1
  * WARN before failing); check every run against the mask ourselves first.

@@ -142,7 +142,7 @@ int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, 
 	if (!len || len > EDU_MAX_XFER || dev_off + len >= EDU_DEV_BUF_SIZE)
 		return -EINVAL;
 	/* edu masks rather than rejects a wide address: never hand it one. */
-	if (ram + len - 1 > DMA_BIT_MASK(edev->dma_bits) || ram + len - 1 < ram)
+	if (!edu_range_reachable(edev, ram, len))
 		return -ERANGE;
 
 	mutex_lock(&edev->dma_lock);
