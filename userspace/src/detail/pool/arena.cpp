@@ -31,7 +31,7 @@ Arena::~Arena() {
 }
 
 void Arena::set_slot(Block* b, Block* value) noexcept {
-  b->segment->slots.store((b->addr - b->segment->base) / kAlignment, value);
+  b->segment->slots.store((b->addr - b->segment->base) / kAlignment, value, b->size);
 }
 
 Block* Arena::fit_in(std::size_t rounded, SizeClass cls) {
@@ -56,6 +56,7 @@ Block* Arena::fit_in(std::size_t rounded, SizeClass cls) {
   }
   b->node = idx.extract(it);  // keeps the tree node for the block's return (see FreeIndex)
   b->size = rounded;
+  set_slot(b, b);  // the size it is handed out with: what its free reads from the slot
   b->segment->free_bytes -= b->size;
   free_bytes_ -= b->size;
   return b;
@@ -135,7 +136,7 @@ std::unique_ptr<Segment> Arena::detach(Segment* s) noexcept {
   detach_epoch_.fetch_add(1, std::memory_order_release);
   Block* b = s->first;
   index(s).erase(b);
-  s->slots.store(0, nullptr);
+  s->slots.store(0, nullptr, 0);
   delete b;
   s->first = nullptr;
   // Unmapping only clears existing leaves, which never allocates.

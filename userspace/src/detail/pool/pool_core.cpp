@@ -32,7 +32,11 @@ struct FastSlot {
   std::uint64_t pool_id;
   ThreadCache* cache;
 };
-constinit thread_local FastSlot tl_fast{0, nullptr};
+// Initial-exec: the compiler then emits a plain %fs-relative access instead of a call to
+// __tls_get_addr that the linker would only relax after register allocation has already
+// saved registers around it (measured: a quarter of the warm pair). Costs a few bytes of
+// the static TLS surplus if libhostrt is ever built shared and dlopen'ed.
+[[gnu::tls_model("initial-exec")]] constinit thread_local FastSlot tl_fast{0, nullptr};
 
 // Every pool this thread has used; returns their caches when the thread exits.
 class ThreadLinks {
@@ -111,7 +115,7 @@ void PoolCore::retire(CacheLink& link) noexcept {
   }
   std::lock_guard lk(registry_mu_);
   const ThreadCounters& c = link.cache.counters;
-  retired_.allocated += c.allocated.load(std::memory_order_relaxed);
+  retired_.allocated += c.held.load(std::memory_order_relaxed) - c.cached.load(std::memory_order_relaxed);
   retired_.requested += c.requested.load(std::memory_order_relaxed);
   retired_.allocations += c.allocations.load(std::memory_order_relaxed);
   retired_.deallocations += c.deallocations.load(std::memory_order_relaxed);
@@ -127,27 +131,44 @@ void PoolCore::flush_thread_cache() {
 }
 
 void PoolCore::drain_locked(ThreadCache& tc) noexcept {
+  ThreadCounters::bump(tc.counters.held, -static_cast<std::int64_t>(tc.bytes()));
   tc.drain([this](Block* b) { arena_.free(b); });
   tc.epoch_seen = flush_epoch_.load(std::memory_order_relaxed);
 }
 
 // ---- allocate ----------------------------------------------------------------------------
 
-// The warm path: one TLS load, a bin pop and a few owner-only counter stores. No lock, no
-// atomic read-modify-write, no syscall. Everything unusual (a cold bin, a large request, a
-// pending flush request) falls through to allocate_slow.
+// The warm path: a TLS load, an indexed bin pop and a few owner-only counter stores. No
+// lock, no atomic read-modify-write, no syscall, no call. Everything else (a thread new to
+// this pool, a pending flush request, a size without an indexed bin, an empty bin) is
+// allocate_slow's.
 void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
+  if (tl_fast.pool_id == id_ && bytes - 1 < ThreadCache::kDirectLimit) [[likely]] {
+    ThreadCache& tc = *tl_fast.cache;
+    if (tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) [[likely]] {
+      const ThreadCache::Taken t = tc.pop_direct(round_up(bytes, kAlignment));
+      if (t.block != nullptr) [[likely]] {
+        hand_out(tc, t.block, bytes, home);
+        return reinterpret_cast<void*>(t.addr);
+      }
+    }
+  }
+  return allocate_slow(bytes, home);
+}
+
+[[gnu::noinline]] void* PoolCore::allocate_slow(std::size_t bytes, StreamRef home) {
   if (bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: allocate of " + std::to_string(bytes) + " bytes");
   const std::size_t rounded = block_size_for(bytes);
   ThreadCache& tc = cache();
-  if (tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) [[likely]] {
-    if (Block* b = tc.pop(rounded)) {
-      hand_out(tc, b, bytes, home);
-      return b->ptr();
+  if (tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) {
+    const ThreadCache::Taken t = tc.pop(rounded);
+    if (t.block != nullptr) {
+      hand_out(tc, t.block, bytes, home);
+      return reinterpret_cast<void*>(t.addr);
     }
   }
-  return allocate_slow(tc, bytes, rounded, home);
+  return allocate_from_arena(tc, bytes, rounded, home);
 }
 
 [[gnu::always_inline]] inline void PoolCore::hand_out(ThreadCache& tc, Block* b, std::size_t bytes,
@@ -160,12 +181,11 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
   b->home.ops = home.ops;
   b->set_state(BlockState::Allocated);
   ThreadCounters& c = tc.counters;
-  ThreadCounters::bump(c.allocated, b->size);
   ThreadCounters::bump(c.requested, bytes);
   ThreadCounters::bump(c.allocations, 1);
 }
 
-void* PoolCore::allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home) {
+void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home) {
   const SizeClass cls = size_class_of(rounded);
   bool source_refused = false;
   bool grew = false;
@@ -194,6 +214,7 @@ void* PoolCore::allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t ro
     }
     if (b != nullptr) {
       hand_out(tc, b, bytes, home);
+      ThreadCounters::bump(tc.counters.held, b->size);
       if (grew) ++grown_allocations_;
       sample_peaks_locked();
       return b->ptr();
@@ -263,13 +284,14 @@ namespace {
 }
 
 // The block starting at addr in a segment's usable range [base, base+size), if allocated.
-[[gnu::always_inline]] inline Block* allocated_at(std::uintptr_t addr, std::uintptr_t base, std::size_t size,
-                                                  Block* const* slots) {
-  Block* b = nullptr;
+[[gnu::always_inline]] inline SlotEntry allocated_at(std::uintptr_t addr, std::uintptr_t base,
+                                                     std::size_t size, SlotTable::View slots) {
+  SlotEntry e{nullptr, 0};
   if (addr - base < size && (addr - base) % kAlignment == 0)
-    b = SlotTable::load(slots, (addr - base) / kAlignment);
-  if (b == nullptr || b->addr != addr || b->load_state() != BlockState::Allocated) throw_not_allocated(addr);
-  return b;
+    e = SlotTable::load(slots, (addr - base) / kAlignment);
+  if (e.block == nullptr || e.block->addr != addr || e.block->load_state() != BlockState::Allocated)
+    throw_not_allocated(addr);
+  return e;
 }
 
 }  // namespace
@@ -278,11 +300,11 @@ Block* PoolCore::find_allocated(const void* p) const {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   const Segment* seg = map_.lookup(addr);
   if (seg == nullptr) throw_not_allocated(addr);
-  return allocated_at(addr, seg->base, seg->size, seg->slots.data());
+  return allocated_at(addr, seg->base, seg->size, seg->slots.view()).block;
 }
 
 // The free path's lookup: the thread's segment hint first, the page map otherwise.
-[[gnu::always_inline]] inline Block* PoolCore::find_allocated(const void* p, ThreadCache& tc) const {
+[[gnu::always_inline]] inline SlotEntry PoolCore::find_allocated(const void* p, ThreadCache& tc) const {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   const std::uint64_t epoch = arena_.detach_epoch();
   ThreadCache::SegmentHint& h = tc.hint;
@@ -290,9 +312,9 @@ Block* PoolCore::find_allocated(const void* p) const {
     return allocated_at(addr, h.base, h.size, h.slots);
   const Segment* seg = map_.lookup(addr);
   if (seg == nullptr) throw_not_allocated(addr);
-  Block* b = allocated_at(addr, seg->base, seg->size, seg->slots.data());
-  h = {seg->base, seg->size, seg->slots.data(), epoch};
-  return b;
+  const SlotEntry e = allocated_at(addr, seg->base, seg->size, seg->slots.view());
+  h = {seg->base, seg->size, seg->slots.view(), epoch};
+  return e;
 }
 
 // Captures, for every stream the block may have been used on (the one it is freed on, its
@@ -319,9 +341,45 @@ Block* PoolCore::find_allocated(const void* p) const {
 #endif
 }
 
+// The warm path: the stream's completion check (first, while little is live across the
+// call), the thread's segment hint, one slot load, and a push onto an indexed bin. Anything
+// else (a stream with unfinished work, a home stream other than `stream`, record_stream
+// uses, sync_on_free, a pointer outside the hinted segment or not allocated) goes to
+// deallocate_slow, which decides from scratch.
 void PoolCore::deallocate(void* p, StreamRef stream) {
+#ifndef HOSTRT_POOL_UNSAFE_REUSE
+  if (stream && stream.unfinished() != 0) return deallocate_slow(p, stream);
+#endif
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  if (tl_fast.pool_id == id_) [[likely]] {
+    ThreadCache& tc = *tl_fast.cache;
+    const ThreadCache::SegmentHint& h = tc.hint;
+    const std::uintptr_t off = addr - h.base;
+    if (off < h.size && off % kAlignment == 0 && h.epoch == arena_.detach_epoch()) [[likely]] {
+      const SlotEntry e = SlotTable::load(h.slots, off / kAlignment);
+      Block* b = e.block;
+      const std::size_t size = e.units * kAlignment;
+      if (b != nullptr && size - 1 < ThreadCache::kDirectLimit && b->addr == addr &&
+          b->load_state() == BlockState::Allocated &&
+          (b->home.stream == nullptr || b->home.stream == stream.stream) && b->uses.empty() &&
+          !options_.sync_on_free && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) &&
+          tc.push_direct(b, addr, size)) [[likely]] {
+        ThreadCounters& c = tc.counters;
+        ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
+        ThreadCounters::bump(c.deallocations, 1);
+        b->home.stream = nullptr;
+        b->set_state(BlockState::Cached);
+        return;
+      }
+    }
+  }
+  deallocate_slow(p, stream);
+}
+
+[[gnu::noinline]] void PoolCore::deallocate_slow(void* p, StreamRef stream) {
   ThreadCache& tc = cache();
-  Block* b = find_allocated(p, tc);
+  Block* b = find_allocated(p, tc).block;
+  const std::size_t size = b->size;
   collect_waits(b, stream);
 
   std::exception_ptr fault;
@@ -343,19 +401,20 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
   }
 
   ThreadCounters& c = tc.counters;
-  ThreadCounters::bump(c.allocated, -static_cast<std::int64_t>(b->size));
   ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
   ThreadCounters::bump(c.deallocations, 1);
   b->uses.clear();
   b->home.stream = nullptr;
 
-  // Warm path: nothing left to wait for, so the block is reusable now; park it in this
-  // thread's cache (no lock).
-  if (b->waits.empty() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) && tc.push(b)) {
+  // Nothing left to wait for, so the block is reusable now: park it in this thread's cache
+  // (no lock) if it has room.
+  if (b->waits.empty() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) &&
+      tc.push(b, reinterpret_cast<std::uintptr_t>(p), size)) {
     b->set_state(BlockState::Cached);
     if (fault) std::rethrow_exception(fault);
     return;
   }
+  ThreadCounters::bump(c.held, -static_cast<std::int64_t>(size));
   free_locked_path(b);
   if (fault) std::rethrow_exception(fault);
 }
@@ -416,7 +475,8 @@ void PoolCore::sample_peaks_locked() noexcept {
     allocated = retired_.allocated;
     requested = retired_.requested;
     for (const auto& l : links_) {
-      allocated += l->cache.counters.allocated.load(std::memory_order_relaxed);
+      allocated += l->cache.counters.held.load(std::memory_order_relaxed) -
+                   l->cache.counters.cached.load(std::memory_order_relaxed);
       requested += l->cache.counters.requested.load(std::memory_order_relaxed);
     }
   }
@@ -504,7 +564,7 @@ PoolStats PoolCore::stats_locked() const {
     s.deallocations = retired_.deallocations;
     for (const auto& l : links_) {
       const ThreadCounters& c = l->cache.counters;
-      allocated += c.allocated.load(std::memory_order_relaxed);
+      allocated += c.held.load(std::memory_order_relaxed) - c.cached.load(std::memory_order_relaxed);
       requested += c.requested.load(std::memory_order_relaxed);
       cached += c.cached.load(std::memory_order_relaxed);
       s.allocations += c.allocations.load(std::memory_order_relaxed);

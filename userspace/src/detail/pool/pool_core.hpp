@@ -63,8 +63,10 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   ThreadCache& cache();
   ThreadCache& bind_thread();
   Block* find_allocated(const void* p) const;
-  Block* find_allocated(const void* p, ThreadCache& tc) const;
-  void* allocate_slow(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home);
+  SlotEntry find_allocated(const void* p, ThreadCache& tc) const;
+  void* allocate_slow(std::size_t bytes, StreamRef home);
+  void* allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home);
+  void deallocate_slow(void* p, StreamRef stream);
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
   void free_locked_path(Block* b);
   void collect_waits(Block* b, StreamRef stream) const;

@@ -1,7 +1,11 @@
-// SlotTable: one Block* per 64-byte slot of a segment, so deallocate() finds a block from its
-// pointer with one load and no lock. The table is reserved with mmap(MAP_NORESERVE) and only
-// the pages holding block starts are ever touched, so its real cost is a fraction of the
-// segment's (8 bytes per block in the worst case of all-64-byte blocks).
+// SlotTable: one entry per 64-byte slot of a segment, so deallocate() finds a block from its
+// pointer with one load and no lock. Beside each Block* it keeps the block's size in 64-byte
+// units, in a parallel array: both loads issue together from the pointer alone, so the free
+// path picks its thread-cache bin without a second, dependent load from the block (the warm
+// allocate+free pair is bound by that chain of loads).
+// The table is reserved with mmap(MAP_NORESERVE) and only the pages holding block starts are
+// ever touched, so its real cost is a fraction of the segment's (10 bytes per block in the
+// worst case of all-64-byte blocks).
 #pragma once
 
 #include <atomic>
@@ -11,6 +15,14 @@
 namespace hostrt::detail::pool {
 
 struct Block;
+
+// What one slot says: the block starting there and its size in 64-byte units when that fits
+// 16 bits (blocks below 4 MiB), 0 otherwise. The size is as of the last store; only an
+// Allocated block's size is stable, so only its holder's free may rely on `units`.
+struct SlotEntry {
+  Block* block;
+  std::size_t units;
+};
 
 class SlotTable {
  public:
@@ -23,23 +35,33 @@ class SlotTable {
   SlotTable& operator=(const SlotTable&) = delete;
   ~SlotTable();
 
-  Block* load(std::size_t slot) const noexcept {
-    return std::atomic_ref<Block*>(table_[slot]).load(std::memory_order_acquire);
-  }
-  void store(std::size_t slot, Block* b) noexcept {
-    std::atomic_ref<Block*>(table_[slot]).store(b, std::memory_order_release);
+  void store(std::size_t slot, Block* b, std::size_t bytes) noexcept {
+    const std::size_t units = bytes / kUnit <= kMaxUnits ? bytes / kUnit : 0;
+    std::atomic_ref<std::uint16_t>(units_[slot])
+        .store(static_cast<std::uint16_t>(units), std::memory_order_relaxed);
+    std::atomic_ref<Block*>(blocks_[slot]).store(b, std::memory_order_release);
   }
   std::size_t slots() const noexcept { return slots_; }
-  // The raw table, for a reader that caches it (entries are read through std::atomic_ref).
-  Block* const* data() const noexcept { return table_; }
-  static Block* load(Block* const* table, std::size_t slot) noexcept {
-    return std::atomic_ref<Block*>(const_cast<Block*&>(table[slot])).load(std::memory_order_acquire);
+
+  // A reader's cached view of the table (the free path keeps one per thread).
+  struct View {
+    Block* const* blocks = nullptr;
+    const std::uint16_t* units = nullptr;
+  };
+  View view() const noexcept { return {blocks_, units_}; }
+  static SlotEntry load(View v, std::size_t slot) noexcept {
+    Block* b = std::atomic_ref<Block*>(const_cast<Block*&>(v.blocks[slot])).load(std::memory_order_acquire);
+    const std::uint16_t u = std::atomic_ref<std::uint16_t>(const_cast<std::uint16_t&>(v.units[slot]))
+                                .load(std::memory_order_relaxed);
+    return {b, u};
   }
 
  private:
+  static constexpr std::size_t kUnit = 64, kMaxUnits = 0xFFFF;
   void release() noexcept;
 
-  Block** table_ = nullptr;
+  Block** blocks_ = nullptr;
+  std::uint16_t* units_ = nullptr;  // inside the same mapping, after blocks_
   std::size_t slots_ = 0;
   std::size_t mapped_bytes_ = 0;
 };

@@ -3,6 +3,10 @@
 // atomic read-modify-write, no syscall. Only small blocks are cached, and only up to a byte
 // budget, so a thread cannot hoard much of the pool.
 //
+// Sizes up to kDirectLimit have a bin each, found by indexing; larger ones share hashed bins.
+// A bin keeps its head block's address beside the Block*: allocate returns it without a
+// dependent load from the block, which is what bounds a warm allocate+free pair.
+//
 // Counters are written by the owning thread alone (plain load + store on relaxed atomics) and
 // read by stats() from any thread.
 #pragma once
@@ -17,11 +21,14 @@
 namespace hostrt::detail::pool {
 
 struct ThreadCounters {
-  std::atomic<std::int64_t> allocated{0};  // rounded bytes: + on allocate, - on deallocate
+  // Rounded bytes this thread holds: allocated to its user or parked in its cache. A warm
+  // allocate or free moves bytes between the two without changing this; allocated bytes are
+  // held - cached.
+  std::atomic<std::int64_t> held{0};
+  std::atomic<std::int64_t> cached{0};  // bytes parked in this thread's cache
   std::atomic<std::int64_t> requested{0};
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
-  std::atomic<std::int64_t> cached{0};  // bytes parked in this thread's cache
 
   template <typename T, typename D>
   static void bump(std::atomic<T>& c, D d) noexcept {
@@ -31,53 +38,62 @@ struct ThreadCounters {
 
 class ThreadCache {
  public:
-  static constexpr std::size_t kBins = 64;
+  static constexpr std::size_t kDirectLimit = 16u << 10;
+  static constexpr std::size_t kHashedBins = 64;
   static constexpr std::uint32_t kBinDepth = 8;
 
   explicit ThreadCache(std::size_t capacity_bytes) noexcept : capacity_(capacity_bytes) {}
 
-  Block* pop(std::size_t rounded) noexcept {
+  // A cached block of exactly `rounded` bytes (block nullptr if none) and its address.
+  struct Taken {
+    Block* block;
+    std::uintptr_t addr;
+  };
+  // For rounded <= kDirectLimit: the warm path's pop, an indexed bin.
+  [[gnu::always_inline]] Taken pop_direct(std::size_t rounded) noexcept {
+    return take(direct_[rounded / kAlignment - 1], rounded);
+  }
+  Taken pop(std::size_t rounded) noexcept {
+    if (rounded <= kDirectLimit) return pop_direct(rounded);
     Bin* bin = find(rounded);
-    if (bin == nullptr || bin->head == nullptr) return nullptr;
-    Block* b = bin->head;
-    bin->head = b->cache_next;
-    --bin->count;
-    ThreadCounters::bump(counters.cached, -static_cast<std::int64_t>(rounded));
-    return b;
+    return bin != nullptr ? take(*bin, rounded) : Taken{nullptr, 0};
   }
 
-  // False when the block does not fit the budget or both bins it may use hold other sizes:
-  // the caller then returns it to the arena.
-  bool push(Block* b) noexcept {
-    if (b->size > capacity_ - bytes() || b->size > kSmallLimit) return false;
-    Bin* bin = find(b->size);
+  // Parks block b (at addr, of `size` bytes). False when it does not fit the budget or both
+  // bins it may use hold other sizes: the caller then returns it to the arena.
+  bool push(Block* b, std::uintptr_t addr, std::size_t size) noexcept {
+    if (size <= kDirectLimit) return push_direct(b, addr, size);
+    if (size > capacity_ - bytes() || size > kSmallLimit) return false;
+    Bin* bin = find(size);
     if (bin == nullptr) {
       // Two-way associative: a size takes whichever of its two bins is empty.
-      const std::size_t i = bin_of(b->size);
-      bin = bins_[i].count == 0 ? &bins_[i] : bins_[i ^ 1].count == 0 ? &bins_[i ^ 1] : nullptr;
+      const std::size_t i = hashed_bin_of(size);
+      bin = hashed_[i].count == 0 ? &hashed_[i] : hashed_[i ^ 1].count == 0 ? &hashed_[i ^ 1] : nullptr;
       if (bin == nullptr) return false;
-      bin->size = b->size;
-    } else if (bin->count >= kBinDepth) {
-      return false;
+      bin->size = size;
     }
-    b->cache_next = bin->head;
-    bin->head = b;
-    ++bin->count;
-    ThreadCounters::bump(counters.cached, b->size);
-    return true;
+    return put(*bin, b, addr, size);
+  }
+  // For 0 < size <= kDirectLimit: the warm path's push, onto an indexed bin.
+  [[gnu::always_inline]] bool push_direct(Block* b, std::uintptr_t addr, std::size_t size) noexcept {
+    if (size > capacity_ - bytes()) return false;
+    return put(direct_[size / kAlignment - 1], b, addr, size);
   }
 
   // Empties the cache, handing each block to f.
   template <typename F>
   void drain(F&& f) {
-    for (Bin& bin : bins_) {
+    auto empty = [&f](Bin& bin) {
       while (Block* b = bin.head) {
         bin.head = b->cache_next;
         b->cache_next = nullptr;
         f(b);
       }
+      bin.head_addr = 0;
       bin.count = 0;
-    }
+    };
+    for (Bin& bin : direct_) empty(bin);
+    for (Bin& bin : hashed_) empty(bin);
     counters.cached.store(0, std::memory_order_relaxed);
   }
 
@@ -94,30 +110,52 @@ class ThreadCache {
   struct SegmentHint {
     std::uintptr_t base = 0;
     std::size_t size = 0;
-    Block* const* slots = nullptr;
+    SlotTable::View slots;
     std::uint64_t epoch = ~std::uint64_t{0};
   } hint;
 
  private:
   struct Bin {
-    std::size_t size = 0;
-    std::uint32_t count = 0;
     Block* head = nullptr;
+    std::uintptr_t head_addr = 0;
+    std::size_t size = 0;  // hashed bins: the size they hold (kept when emptied, until reused)
+    std::uint32_t count = 0;
   };
-  // Fibonacci hashing of the size in 64-byte units: sizes that are multiples of large powers
-  // of two (4 KiB, 64 KiB...) would all land in one bin with a plain modulo.
-  // The bin holding blocks of this size, if any (an emptied bin keeps its size until reused).
+  [[gnu::always_inline]] bool put(Bin& bin, Block* b, std::uintptr_t addr, std::size_t size) noexcept {
+    if (bin.count >= kBinDepth) return false;
+    b->cache_next = bin.head;
+    bin.head = b;
+    bin.head_addr = addr;
+    ++bin.count;
+    ThreadCounters::bump(counters.cached, size);
+    return true;
+  }
+  [[gnu::always_inline]] Taken take(Bin& bin, std::size_t rounded) noexcept {
+    Block* b = bin.head;
+    if (b == nullptr) return {nullptr, 0};
+    const std::uintptr_t addr = bin.head_addr;
+    Block* next = b->cache_next;
+    bin.head = next;
+    bin.head_addr = next != nullptr ? next->addr : 0;
+    --bin.count;
+    ThreadCounters::bump(counters.cached, -static_cast<std::int64_t>(rounded));
+    return {b, addr};
+  }
+  // The hashed bin holding blocks of this size, if any.
   Bin* find(std::size_t rounded) noexcept {
-    const std::size_t i = bin_of(rounded);
-    if (bins_[i].size == rounded && bins_[i].count != 0) return &bins_[i];
-    if (bins_[i ^ 1].size == rounded && bins_[i ^ 1].count != 0) return &bins_[i ^ 1];
+    const std::size_t i = hashed_bin_of(rounded);
+    if (hashed_[i].size == rounded && hashed_[i].count != 0) return &hashed_[i];
+    if (hashed_[i ^ 1].size == rounded && hashed_[i ^ 1].count != 0) return &hashed_[i ^ 1];
     return nullptr;
   }
-  static std::size_t bin_of(std::size_t rounded) noexcept {
+  // Fibonacci hashing of the size in 64-byte units: sizes that are multiples of large powers
+  // of two (64 KiB, 256 KiB...) would all land in one bin with a plain modulo.
+  static std::size_t hashed_bin_of(std::size_t rounded) noexcept {
     return static_cast<std::size_t>(((rounded >> 6) * 0x9E3779B97F4A7C15ull) >> 58);
   }
 
-  std::array<Bin, kBins> bins_{};
+  std::array<Bin, kDirectLimit / kAlignment> direct_{};
+  std::array<Bin, kHashedBins> hashed_{};
   std::size_t capacity_;
 };
 
