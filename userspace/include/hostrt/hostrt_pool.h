@@ -29,7 +29,7 @@ typedef struct hrtPool* hrtPool_t;
 typedef struct hrtPoolProps {
   size_t maxBytes;         /* upper bound on reserved bytes; 0: none */
   size_t releaseThreshold; /* idle bytes kept when segments go idle; 0: keep all */
-  size_t threadCacheBytes; /* per-thread cache budget; 0: default (4 MiB) */
+  size_t threadCacheBytes; /* per-thread cache budget; 0: default (1 MiB) */
   int disableThreadCache;  /* nonzero: no per-thread caches */
   int syncOnFree;          /* nonzero: debug mode, frees wait for the device */
 } hrtPoolProps;
