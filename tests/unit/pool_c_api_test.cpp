@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "hostrt/hostrt.h"
 #include "hostrt/hostrt_pool.h"
@@ -91,6 +92,74 @@ TEST_F(PoolCApiTest, ByteLimitGivesMemoryAllocationError) {
   EXPECT_NE(std::string(hrtGetLastErrorMessage()).find("max_bytes"), std::string::npos)
       << hrtGetLastErrorMessage();
   EXPECT_EQ(hrtPoolDestroy(small), hrtSuccess);
+}
+
+hrtMemoryType type_of(const void* p) {
+  hrtPointerAttributes a{};
+  EXPECT_EQ(hrtPointerGetAttributes(&a, p), hrtSuccess) << hrtGetLastErrorMessage();
+  return a.type;
+}
+
+TEST_F(PoolCApiTest, RegistrationCacheRegistersOnceAndCarriesCopies) {
+  std::vector<unsigned char> user(1 << 16), back(8192);
+  hrtRegCache_t cache = nullptr;
+  ASSERT_EQ(hrtRegCacheCreate(&cache, stream, hrtHostRegisterDefault), hrtSuccess)
+      << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtRegCacheAcquire(cache, user.data(), user.size()), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtRegCacheAcquire(cache, user.data() + 4096, 8192), hrtSuccess) << "inside: a reference";
+  hrtRegCacheStats st{};
+  ASSERT_EQ(hrtRegCacheGetStats(cache, &st), hrtSuccess);
+  EXPECT_EQ(st.registrations, 1u);
+  EXPECT_EQ(st.misses, 1u);
+  EXPECT_EQ(st.hits, 1u);
+  EXPECT_EQ(type_of(user.data() + 5000), hrtMemoryTypeRegistered);
+
+  // The acquired sub-range carries a device round trip (registered, not bounced).
+  // (The device buffer holds 4 KiB: a 2000-byte round trip.)
+  fill(user.data() + 4096, 2000, 3);
+  ASSERT_EQ(hrtRegCacheAcquire(cache, back.data(), back.size()), hrtSuccess);
+  ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), user.data() + 4096, 2000, hrtMemcpyHostToDevice, stream),
+            hrtSuccess);
+  ASSERT_EQ(hrtMemcpyAsync(back.data(), hrtDevicePtr(0), 2000, hrtMemcpyDeviceToHost, stream), hrtSuccess);
+  ASSERT_EQ(hrtStreamSynchronize(stream), hrtSuccess);
+  EXPECT_EQ(first_diff(back.data(), pattern(2000, 3).data(), 2000), -1);
+
+  // Released ranges stay registered (idle) until evicted.
+  ASSERT_EQ(hrtRegCacheRelease(cache, user.data() + 4096, 8192), hrtSuccess);
+  ASSERT_EQ(hrtRegCacheRelease(cache, user.data(), user.size()), hrtSuccess);
+  EXPECT_EQ(type_of(user.data()), hrtMemoryTypeRegistered);
+  size_t evicted = 0;
+  ASSERT_EQ(hrtRegCacheEvictIdle(cache, &evicted), hrtSuccess);
+  EXPECT_EQ(evicted, 1u) << "the range of `back` is still acquired";
+  EXPECT_EQ(type_of(user.data()), hrtMemoryTypePageable);
+  EXPECT_EQ(type_of(back.data()), hrtMemoryTypeRegistered);
+  // Destroying the cache releases and unregisters what is still acquired.
+  ASSERT_EQ(hrtRegCacheDestroy(cache), hrtSuccess);
+  EXPECT_EQ(type_of(back.data()), hrtMemoryTypePageable);
+}
+
+TEST_F(PoolCApiTest, RegistrationCacheRefusals) {
+  std::vector<unsigned char> user(1 << 16);
+  hrtRegCache_t cache = nullptr;
+  EXPECT_EQ(hrtRegCacheCreate(nullptr, stream, 0), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtRegCacheCreate(&cache, stream, 0x80u), hrtErrorInvalidValue) << "unknown flag";
+  ASSERT_EQ(hrtRegCacheCreate(&cache, stream, hrtHostRegisterReadOnly), hrtSuccess)
+      << hrtGetLastErrorMessage();
+  EXPECT_EQ(hrtRegCacheAcquire(nullptr, user.data(), 64), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtRegCacheRelease(cache, user.data(), 64), hrtErrorInvalidValue) << "never acquired";
+  EXPECT_NE(std::string(hrtGetLastErrorMessage()).find("hrtRegCacheRelease"), std::string::npos);
+  ASSERT_EQ(hrtRegCacheAcquire(cache, user.data(), 8192), hrtSuccess) << hrtGetLastErrorMessage();
+  EXPECT_EQ(hrtRegCacheAcquire(cache, user.data() + 4096, 8192), hrtErrorHostMemoryAlreadyRegistered)
+      << "overlaps a range in use without lying inside it";
+  EXPECT_EQ(hrtRegCacheRelease(cache, user.data(), 4096), hrtErrorInvalidValue) << "not the acquired size";
+  // Read-only registration: the device may not write into it.
+  EXPECT_EQ(hrtMemcpyAsync(user.data(), hrtDevicePtr(0), 64, hrtMemcpyDeviceToHost, stream),
+            hrtErrorInvalidValue);
+  EXPECT_NE(std::string(hrtGetLastErrorMessage()).find("read-only"), std::string::npos)
+      << hrtGetLastErrorMessage();
+  EXPECT_EQ(hrtRegCacheGetStats(cache, nullptr), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtRegCacheDestroy(cache), hrtSuccess);
+  EXPECT_EQ(hrtRegCacheDestroy(nullptr), hrtSuccess);
 }
 
 }  // namespace

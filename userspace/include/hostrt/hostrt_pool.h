@@ -60,6 +60,35 @@ hrtError_t hrtPoolSetReleaseThreshold(hrtPool_t pool, size_t bytes);
 hrtError_t hrtPoolSynchronize(hrtPool_t pool);
 hrtError_t hrtPoolGetStats(hrtPool_t pool, hrtPoolStats* stats);
 
+/*
+ * Registration cache (hostrt::RegistrationCache): hrtHostRegister behind an interval index
+ * with reference counts. Acquiring a range that lies inside one already registered through
+ * the cache costs no ioctl, only a reference. Released ranges stay registered (idle) until
+ * hrtRegCacheEvictIdle, the cache's destruction, or an acquire that overlaps them; an
+ * acquire overlapping a range still acquired fails with hrtErrorHostMemoryAlreadyRegistered.
+ * While acquired, the memory is registered memory for hrtMemcpyAsync and
+ * hrtPointerGetAttributes. Calls on one cache may come from any thread.
+ */
+typedef struct hrtRegCache* hrtRegCache_t;
+
+typedef struct hrtRegCacheStats {
+  size_t registrations; /* distinct registered ranges (each one ioctl) */
+  uint64_t hits;        /* acquires served without an ioctl */
+  uint64_t misses;      /* acquires that registered */
+} hrtRegCacheStats;
+
+/* A cache on the device of `stream` (NULL: this thread's current device); flags as for
+ * hrtHostRegister, applied to every registration the cache makes. */
+hrtError_t hrtRegCacheCreate(hrtRegCache_t* cache, hrtStream_t stream, unsigned int flags);
+/* Releases what is still acquired and unregisters everything. NULL is a no-op. The caller
+ * must have synchronized the copies that use the memory, as for hrtHostUnregister. */
+hrtError_t hrtRegCacheDestroy(hrtRegCache_t cache);
+hrtError_t hrtRegCacheAcquire(hrtRegCache_t cache, void* ptr, size_t size);
+/* Drops one acquire of exactly (ptr, size); hrtErrorInvalidValue if there is none. */
+hrtError_t hrtRegCacheRelease(hrtRegCache_t cache, void* ptr, size_t size);
+hrtError_t hrtRegCacheEvictIdle(hrtRegCache_t cache, size_t* evicted /* may be NULL */);
+hrtError_t hrtRegCacheGetStats(hrtRegCache_t cache, hrtRegCacheStats* stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -52,6 +52,7 @@
 #include <memory_resource>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "hostrt/error.hpp"
 
@@ -217,7 +218,8 @@ class PoolMemoryResource : public std::pmr::memory_resource {
 // A cache in front of Device::host_register: registering a range that lies inside a range
 // already registered through the cache costs no ioctl, only a reference. Released
 // registrations stay cached (idle) until evict()/trim or until a new registration overlaps
-// them; an overlap with a range still in use throws AlreadyRegistered.
+// them; an overlap with a range still in use throws AlreadyRegistered. A RegisteredRange
+// shares the cache's index, so it may outlive the RegistrationCache object.
 class RegisteredRange;
 
 class RegistrationCache {
@@ -238,15 +240,15 @@ class RegistrationCache {
   detail::pool::RegistrationIndex& index() const noexcept { return *index_; }
 
  private:
-  std::unique_ptr<detail::pool::RegistrationIndex> index_;
+  std::shared_ptr<detail::pool::RegistrationIndex> index_;
 };
 
 class RegisteredRange {
  public:
   RegisteredRange() noexcept = default;
-  RegisteredRange(detail::pool::RegistrationIndex* index, std::uintptr_t key, void* ptr, std::size_t bytes,
-                  std::uint32_t handle) noexcept
-      : index_(index), key_(key), ptr_(ptr), bytes_(bytes), handle_(handle) {}
+  RegisteredRange(std::shared_ptr<detail::pool::RegistrationIndex> index, std::uintptr_t key, void* ptr,
+                  std::size_t bytes, std::uint32_t handle) noexcept
+      : index_(std::move(index)), key_(key), ptr_(ptr), bytes_(bytes), handle_(handle) {}
   RegisteredRange(RegisteredRange&& o) noexcept;
   RegisteredRange& operator=(RegisteredRange&& o) noexcept;
   RegisteredRange(const RegisteredRange&) = delete;
@@ -261,7 +263,7 @@ class RegisteredRange {
   void reset() noexcept;
 
  private:
-  detail::pool::RegistrationIndex* index_ = nullptr;
+  std::shared_ptr<detail::pool::RegistrationIndex> index_;
   std::uintptr_t key_ = 0;
   void* ptr_ = nullptr;
   std::size_t bytes_ = 0;

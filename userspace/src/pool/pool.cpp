@@ -200,14 +200,14 @@ bool PoolMemoryResource::do_is_equal(const std::pmr::memory_resource& other) con
 // ---- RegistrationCache ---------------------------------------------------------------------
 
 RegistrationCache::RegistrationCache(Device& device, unsigned flags)
-    : index_(std::make_unique<detail::pool::RegistrationIndex>(
+    : index_(std::make_shared<detail::pool::RegistrationIndex>(
           std::make_unique<DeviceRegistrar>(device, flags))) {}
 
 RegistrationCache::~RegistrationCache() = default;
 
 RegisteredRange RegistrationCache::acquire(void* ptr, std::size_t bytes) {
   const auto lease = index_->acquire(ptr, bytes);
-  return RegisteredRange(index_.get(), lease.key, ptr, bytes, lease.handle);
+  return RegisteredRange(index_, lease.key, ptr, bytes, lease.handle);
 }
 
 std::size_t RegistrationCache::evict_idle() { return index_->evict_idle(); }
@@ -216,7 +216,7 @@ std::uint64_t RegistrationCache::hits() const { return index_->hits(); }
 std::uint64_t RegistrationCache::misses() const { return index_->misses(); }
 
 RegisteredRange::RegisteredRange(RegisteredRange&& o) noexcept
-    : index_(std::exchange(o.index_, nullptr)),
+    : index_(std::move(o.index_)),
       key_(std::exchange(o.key_, 0)),
       ptr_(std::exchange(o.ptr_, nullptr)),
       bytes_(std::exchange(o.bytes_, 0)),
@@ -225,7 +225,7 @@ RegisteredRange::RegisteredRange(RegisteredRange&& o) noexcept
 RegisteredRange& RegisteredRange::operator=(RegisteredRange&& o) noexcept {
   if (this != &o) {
     reset();
-    index_ = std::exchange(o.index_, nullptr);
+    index_ = std::move(o.index_);
     key_ = std::exchange(o.key_, 0);
     ptr_ = std::exchange(o.ptr_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
@@ -236,7 +236,7 @@ RegisteredRange& RegisteredRange::operator=(RegisteredRange&& o) noexcept {
 
 void RegisteredRange::reset() noexcept {
   if (index_ != nullptr) index_->release(key_);
-  index_ = nullptr;
+  index_.reset();
   ptr_ = nullptr;
   bytes_ = 0;
   handle_ = 0;
