@@ -7,6 +7,8 @@
 #include <numeric>
 #include <vector>
 
+#include "detail/device_core.hpp"
+#include "detail/emulated_backend.hpp"
 #include "hostrt/hostrt.hpp"
 #include "hostrt/pool.hpp"
 #include "test_util.hpp"
@@ -93,6 +95,34 @@ TEST_P(PoolApiTest, RegistrationCacheRegistersARangeOnce) {
   c.reset();
   EXPECT_EQ(cache.evict_idle(), 1u);
   EXPECT_EQ(pointer_attributes(mem.data()).type, MemoryType::Pageable);
+}
+
+// The pool refers to a stream's internals, not to the Stream handle: a handle may be moved
+// while its blocks are held, and destroyed right after a free whose copy is still queued
+// (the pending free keeps the internals alive). The emulated engine holds the queue, so the
+// free really is pending; before, the pool kept &stream and read a dangling or emptied
+// handle (ASan: use after free; a moved-from handle: reuse before completion).
+TEST_P(PoolApiTest, StreamsMayMoveAndGoAwayAfterAFree) {
+  detail::EmulatedBackend* emu = detail::emulated_backend(*device);
+  if (emu == nullptr) GTEST_SKIP() << "needs the emulated engine's queue hold";
+  Pool pool(*device, PoolOptions{.thread_cache_bytes = 0});
+  auto s = std::make_unique<Stream>(device->create_stream());
+  void* p = pool.allocate(4000, *s);
+  Stream moved = std::move(*s);  // the handle moves; its internals (and the pool's view) stay
+  emu->hold_queue(moved.core()->queue_id(), true);
+  fill(p, 4000, 1);
+  moved.memcpy_async(DevicePtr(0), p, 4000);
+  pool.deallocate(p, moved);
+  EXPECT_EQ(pool.stats().pending_free_bytes, 4032u) << "the copy is held: the free waits";
+  const std::uint32_t queue = moved.core()->queue_id();
+  { Stream gone = std::move(moved); }  // the last handle goes while the free is pending
+  s.reset();
+  void* q = pool.allocate(4000, stream);
+  EXPECT_NE(q, p) << "reused while the device may still read it";
+  emu->hold_queue(queue, false);
+  pool.synchronize();  // waits on the destroyed handle's internals
+  EXPECT_EQ(pool.stats().pending_free_bytes, 0u);
+  pool.deallocate(q, stream);
 }
 
 // The range shares the cache's index: dropping the cache first must not leave it dangling

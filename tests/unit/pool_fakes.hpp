@@ -72,6 +72,8 @@ inline const detail::pool::StreamOps FakeStream::kOps = {
       ++f->waits_;
       f->complete_to(p);  // a pending failure stays for the user to see
     },
+    // Tests keep their fake streams alive themselves.
+    [](const void*) { return std::shared_ptr<const void>(); },
 };
 
 struct SourceCounters {

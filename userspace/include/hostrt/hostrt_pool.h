@@ -7,9 +7,10 @@
  * hrtPeekAtLastError, hrtGetLastErrorMessage).
  *
  * Streams follow hostrt.h: NULL is the current device's default stream, and a handle must be
- * live. A stream must stay live while the pool refers to it (blocks allocated on it, frees
- * pending on it): hrtPoolSynchronize before destroying it. hrtPoolMalloc / hrtPoolFree are
- * the stream-less forms (no home stream; free on the home stream).
+ * live. A stream must stay live while a block allocated on it (or recorded with it) is held;
+ * frees pending on a stream keep it alive themselves, so it may be destroyed after the free.
+ * hrtPoolMalloc / hrtPoolFree are the stream-less forms (no home stream; free on the home
+ * stream).
  */
 #ifndef HOSTRT_HOSTRT_POOL_H_
 #define HOSTRT_HOSTRT_POOL_H_

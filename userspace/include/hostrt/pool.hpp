@@ -34,10 +34,10 @@
 //  - sync_on_free (debug): deallocate waits until the block's work has completed (and
 //    reports a device fault of that work) before returning, so a missing record_stream shows
 //    up as corruption right where the free is, not later.
-//  - Streams are referenced, not owned: a Stream passed to allocate, deallocate or
-//    record_stream must stay alive, at the same address, while a block freed on it is
-//    pending or a block allocated on it is held (synchronize() the pool before destroying
-//    or moving such a stream).
+//  - Streams: the pool refers to a stream's internals, not to the Stream handle, so a handle
+//    may be moved at any time. A free waiting on a stream keeps that stream alive itself, so
+//    a Stream may be destroyed right after the free. While a block is held, the streams it
+//    was allocated on or named with record_stream must stay alive (until its deallocate).
 //  - Destroying the pool waits for all pending work, then returns every segment; blocks
 //    still held by the user become invalid.
 //

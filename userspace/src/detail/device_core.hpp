@@ -78,7 +78,8 @@ class Allocation {
   bool registered_ = false;  // holds a registry entry at bo_.ptr
 };
 
-class StreamCore {
+// Shared: Stream handles, cross-stream waits, and the pool's pending frees hold it.
+class StreamCore : public std::enable_shared_from_this<StreamCore> {
  public:
   explicit StreamCore(std::shared_ptr<DeviceCore> dev);
   ~StreamCore();  // destroys the queue and its timeline

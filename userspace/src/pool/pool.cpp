@@ -21,29 +21,34 @@ using detail::pool::PoolCore;
 using detail::pool::StreamOps;
 using detail::pool::StreamRef;
 
+// The pool refers to a stream's internals (StreamCore), not to the Stream handle: a handle
+// may be moved, or destroyed once nothing it allocated is still held (pending frees keep the
+// internals alive through retain).
 const StreamOps kStreamOps = {
-    // Straight to the stream's internals (inline: an atomic load and a completion-page read):
-    // this runs on every free, and the public Stream calls are out of line.
+    // Inline: an atomic load and a completion-page read; this runs on every free.
     [](const void* s) noexcept {
-      const detail::StreamCore* c = static_cast<const Stream*>(s)->core().get();
-      if (c == nullptr) return std::uint64_t{0};
+      const auto* c = static_cast<const detail::StreamCore*>(s);
       const std::uint64_t last = c->last_submitted();
       return c->reached(last) ? std::uint64_t{0} : last;
     },
-    [](const void* s, std::uint64_t point) noexcept { return static_cast<const Stream*>(s)->reached(point); },
-    [](void* s, std::uint64_t point) { static_cast<Stream*>(s)->wait_point(point); },
-    // The timeline wait alone: Stream::wait_point would also report (and so consume) a
-    // device fault that belongs to the user's next synchronize.
+    [](const void* s, std::uint64_t point) noexcept {
+      return static_cast<const detail::StreamCore*>(s)->reached(point);
+    },
+    [](void* s, std::uint64_t point) { static_cast<detail::StreamCore*>(s)->wait(point); },
+    // The timeline wait alone: StreamCore::wait would also report (and so consume) a device
+    // fault that belongs to the user's next synchronize.
     [](void* s, std::uint64_t point) {
-      detail::StreamCore* c = static_cast<Stream*>(s)->core().get();
-      if (c != nullptr && !c->reached(point))
-        c->device()->backend("pool wait").wait_timeline(c->timeline(), point);
+      auto* c = static_cast<detail::StreamCore*>(s);
+      if (!c->reached(point)) c->device()->backend("pool wait").wait_timeline(c->timeline(), point);
+    },
+    [](const void* s) -> std::shared_ptr<const void> {
+      return static_cast<const detail::StreamCore*>(s)->shared_from_this();
     },
 };
 
 StreamRef ref(Stream& s) {
   if (!s) throw InvalidArgument(EINVAL, "pool: empty (destroyed or moved-from) stream");
-  return StreamRef{&s, &kStreamOps};
+  return StreamRef{s.core().get(), &kStreamOps};
 }
 
 class DeviceSegment final : public detail::pool::SegmentMemory {

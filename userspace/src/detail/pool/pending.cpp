@@ -15,7 +15,11 @@ void PendingFrees::add(Block* b) {
 void PendingFrees::enqueue(Block* b) {
   const StreamPoint& w = b->waits.back();
   Queue& q = queues_[w.stream.key()];
-  q.stream = w.stream;
+  // An empty queue may have belonged to an earlier stream at the same address.
+  if (q.blocks.empty()) {
+    q.keep = w.stream.retain();
+    q.stream = w.stream;
+  }
   // Frees on one stream arrive in point order except when two threads race, or a block
   // arrives from another stream's queue; keep the queue sorted so its head is always the
   // first to complete.
@@ -28,19 +32,20 @@ void PendingFrees::enqueue(Block* b) {
   q.blocks.insert(pos, b);
 }
 
-std::optional<StreamPoint> PendingFrees::oldest() const noexcept {
-  const Block* best = nullptr;
+std::optional<HeldPoint> PendingFrees::oldest() const {
+  const Queue* best = nullptr;
   for (const auto& [key, q] : queues_)
-    if (!q.blocks.empty() && (best == nullptr || q.blocks.front()->pending_seq < best->pending_seq))
-      best = q.blocks.front();
+    if (!q.blocks.empty() &&
+        (best == nullptr || q.blocks.front()->pending_seq < best->blocks.front()->pending_seq))
+      best = &q;
   if (best == nullptr) return std::nullopt;
-  return best->waits.back();
+  return HeldPoint{best->blocks.front()->waits.back(), best->keep};
 }
 
-std::vector<StreamPoint> PendingFrees::last_points() const {
-  std::vector<StreamPoint> out;
+std::vector<HeldPoint> PendingFrees::last_points() const {
+  std::vector<HeldPoint> out;
   for (const auto& [key, q] : queues_)
-    if (!q.blocks.empty()) out.push_back(q.blocks.back()->waits.back());
+    if (!q.blocks.empty()) out.push_back({q.blocks.back()->waits.back(), q.keep});
   return out;
 }
 

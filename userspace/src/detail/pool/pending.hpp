@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <new>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -21,13 +23,15 @@ class PendingFrees {
   // b->waits is non-empty; b becomes Pending. Throws std::bad_alloc (queue growth).
   void add(Block* b);
   // Moves every block whose points have all been reached out of the queues, calling
-  // ready(block) for each. Returns how many became ready.
+  // ready(block) for each. Returns how many became ready. The references of streams nothing
+  // waits on any more go to `released`, for the caller to drop after its lock: dropping the
+  // last one destroys the stream, which calls the driver.
   template <typename F>
-  std::size_t reclaim(F&& ready);
+  std::size_t reclaim(F&& ready, std::vector<std::shared_ptr<const void>>& released);
   // The head of the queue whose head block was freed first: what a pool out of memory waits for.
-  std::optional<StreamPoint> oldest() const noexcept;
+  std::optional<HeldPoint> oldest() const;
   // The last pending point of every stream: what synchronize() waits for.
-  std::vector<StreamPoint> last_points() const;
+  std::vector<HeldPoint> last_points() const;
 
   std::size_t bytes() const noexcept { return bytes_; }
   std::size_t blocks() const noexcept { return blocks_; }
@@ -36,7 +40,8 @@ class PendingFrees {
  private:
   struct Queue {
     StreamRef stream;
-    std::deque<Block*> blocks;  // each waits for blocks[i]->waits.back() on this stream
+    std::shared_ptr<const void> keep;  // the stream's own reference, while blocks wait on it
+    std::deque<Block*> blocks;         // each waits for blocks[i]->waits.back() on this stream
   };
   void enqueue(Block* b);
 
@@ -47,7 +52,7 @@ class PendingFrees {
 };
 
 template <typename F>
-std::size_t PendingFrees::reclaim(F&& ready) {
+std::size_t PendingFrees::reclaim(F&& ready, std::vector<std::shared_ptr<const void>>& released) {
   std::size_t done = 0;
   std::vector<Block*> moving;
   for (auto& [key, q] : queues_) {
@@ -64,6 +69,14 @@ std::size_t PendingFrees::reclaim(F&& ready) {
         ready(b);
       } else {
         moving.push_back(b);  // not now: enqueue() may rehash the map being iterated
+      }
+    }
+    // Nothing waits on this stream any more: let it go (its queue slot stays for reuse).
+    if (q.blocks.empty() && q.keep) {
+      try {
+        released.push_back(std::move(q.keep));
+      } catch (const std::bad_alloc&) {
+        q.keep.reset();  // out of host memory: dropped here, under the caller's lock
       }
     }
   }

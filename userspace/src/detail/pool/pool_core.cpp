@@ -191,9 +191,10 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
   bool grew = false;
   for (;;) {
     SegmentList doomed;  // destroyed after the lock is released (declared before it)
+    StreamKeeps released;
     std::unique_lock lk(mu_);
     if (tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed)) drain_locked(tc);
-    reclaim_locked();
+    reclaim_locked(released);
     Block* b = arena_.fit(rounded);
     if (b == nullptr && tc.bytes() > 0) {
       // This thread's idle blocks may coalesce into what is needed: cheaper than the driver.
@@ -251,7 +252,7 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
       lk.unlock();
       // A device fault stays for the user's synchronize; only a wait that cannot happen at
       // all (a lost device) throws, and then waiting again would not help either.
-      oldest->stream.wait_quiet(oldest->point);
+      oldest->at.stream.wait_quiet(oldest->at.point);
       source_refused = false;
       continue;
     }
@@ -421,6 +422,7 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
 
 void PoolCore::free_locked_path(Block* b) {
   SegmentList doomed;
+  StreamKeeps released;
   std::lock_guard lk(mu_);
   if (b->waits.empty()) {
     arena_.free(b);
@@ -429,7 +431,7 @@ void PoolCore::free_locked_path(Block* b) {
     pending_.add(b);
     ++frees_waited_;
   }
-  reclaim_locked();
+  reclaim_locked(released);
   release_above_threshold_locked(doomed);
   sample_peaks_locked();
 }
@@ -447,10 +449,10 @@ std::size_t PoolCore::block_size(const void* p) const { return find_allocated(p)
 
 // ---- under the arena lock ----------------------------------------------------------------
 
-void PoolCore::reclaim_locked() noexcept {
+void PoolCore::reclaim_locked(StreamKeeps& released) noexcept {
   if (pending_.empty()) return;
   try {
-    pending_.reclaim([this](Block* b) { arena_.free(b); });
+    pending_.reclaim([this](Block* b) { arena_.free(b); }, released);
   } catch (const std::bad_alloc&) {
     // Moving a block to its next stream's queue needed memory the host does not have: that
     // block stays out of the pool (a leak, not a crash), the rest are reclaimed next time.
@@ -508,12 +510,13 @@ void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
 std::size_t PoolCore::trim(std::size_t keep_bytes) {
   ThreadCache& tc = cache();
   SegmentList doomed;
+  StreamKeeps streams;
   std::size_t released = 0;
   {
     std::lock_guard lk(mu_);
     flush_epoch_.fetch_add(1, std::memory_order_relaxed);
     drain_locked(tc);
-    reclaim_locked();
+    reclaim_locked(streams);
     doomed = arena_.take_idle(keep_bytes);
     segments_released_ += doomed.size();
     for (const auto& s : doomed) released += s->reserved;
@@ -529,7 +532,7 @@ void PoolCore::set_release_threshold(std::size_t bytes) {
 }
 
 void PoolCore::synchronize() {
-  std::vector<StreamPoint> points;
+  std::vector<HeldPoint> points;
   {
     std::lock_guard lk(mu_);
     points = pending_.last_points();
@@ -539,10 +542,14 @@ void PoolCore::synchronize() {
   // block that also waits on another stream moves to that stream's queue; loop until empty.
   while (!points.empty()) {
     // Throws only when it cannot wait (a lost device); looping on would never end.
-    for (const StreamPoint& p : points) p.stream.wait_quiet(p.point);
+    for (const HeldPoint& p : points) p.at.stream.wait_quiet(p.at.point);
+    // Everything that may hold a stream's last reference is dropped after the lock.
+    std::vector<HeldPoint> waited = std::move(points);
+    points.clear();
     SegmentList doomed;
+    StreamKeeps released;
     std::lock_guard lk(mu_);
-    reclaim_locked();
+    reclaim_locked(released);
     release_above_threshold_locked(doomed);
     points = pending_.last_points();
   }

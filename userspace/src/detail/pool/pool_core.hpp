@@ -59,6 +59,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
 
  private:
   using SegmentList = std::vector<std::unique_ptr<Segment>>;
+  // Stream references the pending queues let go of: dropped after the lock (see reclaim).
+  using StreamKeeps = std::vector<std::shared_ptr<const void>>;
 
   ThreadCache& cache();
   ThreadCache& bind_thread();
@@ -70,7 +72,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
   void free_locked_path(Block* b);
   void collect_waits(Block* b, StreamRef stream) const;
-  void reclaim_locked() noexcept;
+  void reclaim_locked(StreamKeeps& released) noexcept;
   void release_above_threshold_locked(SegmentList& doomed) noexcept;
   void drain_locked(ThreadCache& tc) noexcept;
   void sample_peaks_locked() noexcept;

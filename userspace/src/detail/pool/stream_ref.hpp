@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 namespace hostrt::detail::pool {
 
@@ -19,11 +20,15 @@ struct StreamOps {
   // Blocks like wait_point but leaves a device fault for the user's own synchronize to
   // report; throws only when it cannot wait at all (a lost device).
   void (*wait_quiet)(void* stream, std::uint64_t point);
+  // A reference that keeps the stream alive (may be empty when the caller guarantees that
+  // itself): held by the pending-free queues, so a stream may go away right after a free.
+  // Never called on the warm path (it may touch a reference count).
+  std::shared_ptr<const void> (*retain)(const void* stream);
 };
 
 // A non-owning reference, two words so that it travels in registers. The stream's address is
-// its identity (key()) for the per-stream pending queues and record_stream: the pool's
-// contract already requires a stream to stay where it is while the pool refers to it.
+// its identity (key()) for the per-stream pending queues and record_stream: the stream object
+// behind it must not move (hostrt::Pool passes the heap-allocated StreamCore, not the Stream).
 struct StreamRef {
   void* stream = nullptr;
   const StreamOps* ops = nullptr;
@@ -34,12 +39,20 @@ struct StreamRef {
   bool reached(std::uint64_t point) const noexcept { return point == 0 || ops->reached(stream, point); }
   void wait_point(std::uint64_t point) const { ops->wait_point(stream, point); }
   void wait_quiet(std::uint64_t point) const { ops->wait_quiet(stream, point); }
+  std::shared_ptr<const void> retain() const { return ops->retain(stream); }
 };
 
 // A device point the host must see completed before a block may be handed out again.
 struct StreamPoint {
   StreamRef stream;
   std::uint64_t point = 0;
+};
+
+// A point handed out of the pool's lock to be waited on: carries a reference that keeps its
+// stream alive while the pending queue that held it may empty meanwhile.
+struct HeldPoint {
+  StreamPoint at;
+  std::shared_ptr<const void> keep;
 };
 
 }  // namespace hostrt::detail::pool
