@@ -125,6 +125,38 @@ TEST_P(PoolApiTest, StreamsMayMoveAndGoAwayAfterAFree) {
   pool.deallocate(q, stream);
 }
 
+// A block used on two streams waits in one stream's queue at a time (the recorded stream's
+// first, here) and then moves to the next: every stream it waits on must stay alive until it
+// is reusable, even when both handles go right after the free. Before, only the queue it sat
+// in kept its stream; the move then read the destroyed home stream (ASan: use after free).
+TEST_P(PoolApiTest, EveryStreamAFreeWaitsOnStaysAlive) {
+  detail::EmulatedBackend* emu = detail::emulated_backend(*device);
+  if (emu == nullptr) GTEST_SKIP() << "needs the emulated engine's queue hold";
+  Pool pool(*device, PoolOptions{.thread_cache_bytes = 0});
+  auto home = std::make_unique<Stream>(device->create_stream());
+  auto other = std::make_unique<Stream>(device->create_stream());
+  const std::uint32_t home_q = home->core()->queue_id(), other_q = other->core()->queue_id();
+  void* p = pool.allocate(4000, *home);
+  fill(p, 4000, 2);
+  emu->hold_queue(home_q, true);
+  emu->hold_queue(other_q, true);
+  home->memcpy_async(DevicePtr(0), p, 4000);
+  other->memcpy_async(DevicePtr(0), p, 4000);
+  pool.record_stream(p, *other);
+  pool.deallocate(p, *home);
+  home.reset();
+  other.reset();
+  emu->hold_queue(other_q, false);
+  emu->wait_until_stalled();
+  void* q = pool.allocate(4000, stream);  // reclaims: the block moves to the home queue
+  EXPECT_NE(q, p) << "reused while the home stream's copy was still held";
+  EXPECT_EQ(pool.stats().pending_free_bytes, 4032u);
+  emu->hold_queue(home_q, false);
+  pool.synchronize();
+  EXPECT_EQ(pool.stats().pending_free_bytes, 0u);
+  pool.deallocate(q, stream);
+}
+
 // The range shares the cache's index: dropping the cache first must not leave it dangling
 // (it did, before: ASan reported a use after free in RegisteredRange::reset).
 TEST_P(PoolApiTest, RegisteredRangeMayOutliveItsCache) {

@@ -52,8 +52,11 @@ struct Block {
   StreamRef home;                  // stream given to allocate(), the default for deallocate()
   std::vector<StreamRef> uses;     // streams named by record_stream()
   std::vector<StreamPoint> waits;  // Pending: points still to be reached, next one at back()
-  std::uint64_t pending_seq = 0;   // Pending: order of the free, for "oldest pending work"
-  FreeIndex::node_type node;       // while out of the free index (arena lock)
+  // Pending: references keeping every stream in `waits` alive until the block is reusable
+  // (the user may destroy a stream right after the free, or a recorded one before it).
+  std::vector<std::shared_ptr<const void>> keeps;
+  std::uint64_t pending_seq = 0;  // Pending: order of the free, for "oldest pending work"
+  FreeIndex::node_type node;      // while out of the free index (arena lock)
 
   void* ptr() const noexcept { return reinterpret_cast<void*>(addr); }
   BlockState load_state() const noexcept { return state.load(std::memory_order_relaxed); }

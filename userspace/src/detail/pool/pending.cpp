@@ -5,6 +5,9 @@
 namespace hostrt::detail::pool {
 
 void PendingFrees::add(Block* b) {
+  b->keeps.clear();
+  for (const StreamPoint& w : b->waits)
+    if (auto k = w.stream.retain()) b->keeps.push_back(std::move(k));
   b->pending_seq = ++seq_;
   enqueue(b);
   b->set_state(BlockState::Pending);
