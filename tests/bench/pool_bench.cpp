@@ -330,7 +330,8 @@ std::vector<Trace> make_traces() {
 struct TraceResult {
   std::size_t peak_requested = 0;
   std::size_t pool_peak_reserved = 0;
-  std::size_t pow2_reserved = 0;  // a power-of-two caching allocator that never splits or merges
+  std::size_t pow2_reserved = 0;   // a power-of-two caching allocator that never splits or merges
+  std::uint64_t driver_calls = 0;  // segments allocated and released: the price of the ratio
 };
 
 TraceResult replay(const Trace& t) {
@@ -357,7 +358,9 @@ TraceResult replay(const Trace& t) {
       ++pow2_free[std::bit_ceil(sizes[op.id])];
     }
   }
-  r.pool_peak_reserved = pool.stats().peak_reserved_bytes;
+  const hostrt::PoolStats st = pool.stats();
+  r.pool_peak_reserved = st.peak_reserved_bytes;
+  r.driver_calls = st.misses + st.segments_released;
   return r;
 }
 
@@ -478,6 +481,7 @@ int main(int argc, char** argv) {
            "MiB");
     metric("trace_" + t.name + "_pool_reserved_over_peak", pool_ratio, "ratio");
     metric("trace_" + t.name + "_pow2_reserved_over_peak", pow2_ratio, "ratio");
+    metric("trace_" + t.name + "_driver_calls", static_cast<double>(r.driver_calls), "calls");
   }
   metric("pool_reserved_over_peak", worst_trace, "ratio");
   return 0;

@@ -156,17 +156,89 @@ TEST_F(PoolCoreTest, SmallAndLargeRequestsUseSeparateSegments) {
   pool->deallocate(small, {});
 }
 
-TEST_F(PoolCoreTest, HugeRequestGetsAnExactSegmentAndGrowthIsGeometric) {
+TEST_F(PoolCoreTest, LargeMissGetsAnExactSegmentAndSmallGrowthIsGeometric) {
   PoolOptions o;
   o.thread_cache_bytes = 0;
   auto pool = make_fake_pool(src, o);
   void* h = pool->allocate((100 << 20) + 64, {});
   EXPECT_EQ(src->last_request, std::size_t{100 << 20} + 4096) << "exact, page-rounded";
-  // With ~100 MiB reserved the next step is reserved/16, rounded up to 64 KiB.
   void* l = pool->allocate(3 << 20, {});
-  EXPECT_EQ(src->last_request, ((std::size_t{100 << 20} + 4096) / 16 + 65535) / 65536 * 65536);
+  EXPECT_EQ(src->last_request, std::size_t{3} << 20) << "every large miss is exact";
+  // With ~103 MiB reserved the next small step is reserved/16, rounded up to 64 KiB.
+  void* s = pool->allocate(100, {});
+  EXPECT_EQ(src->last_request, ((std::size_t{103 << 20} + 4096) / 16 + 65535) / 65536 * 65536);
   pool->deallocate(h, {});
   pool->deallocate(l, {});
+  pool->deallocate(s, {});
+}
+
+// A large block freed at random must leave no hole: its segment is its own, reused whole by a
+// request that wastes at most an eighth of it, and never split by a smaller one.
+TEST_F(PoolCoreTest, DedicatedSegmentIsReusedWholeWithinAnEighthAndNeverSplit) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* a = pool->allocate(8 << 20, {});
+  void* z = pool->allocate(16 << 20, {});  // keeps the high-water mark above what follows
+  pool->deallocate(a, {});
+  void* b = pool->allocate((7 << 20) + 512 * 1024, {});  // wastes 1/15 of the request: reused
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(pool->block_size(b), (std::size_t{7} << 20) + 512 * 1024) << "64-byte rounding only";
+  EXPECT_EQ(src->allocations, 2u);
+  const PoolStats st = pool->stats();
+  EXPECT_EQ(st.reserved_bytes, st.allocated_bytes + st.free_bytes) << "the tail counts as free";
+  pool->deallocate(b, {});
+  pool->deallocate(z, {});
+  void* c = pool->allocate(4 << 20, {});  // would waste half of a: a segment of its own
+  EXPECT_NE(c, a);
+  EXPECT_EQ(src->allocations, 3u);
+  void* d = pool->allocate(100, {});  // small: never carved out of the idle 8 MiB segment
+  const auto da = reinterpret_cast<std::uintptr_t>(d), aa = reinterpret_cast<std::uintptr_t>(a);
+  EXPECT_TRUE(da < aa || da >= aa + (8u << 20));
+  void* e = pool->allocate(8 << 20, {});
+  EXPECT_EQ(e, a) << "still whole";
+  for (void* p : {c, d, e}) pool->deallocate(p, {});
+}
+
+// Idle segments that cannot serve a miss stay cached while the pool is under its high-water
+// mark, and go back to the driver first when the growth would raise it.
+TEST_F(PoolCoreTest, MissReleasesIdleSegmentsOnlyToStayUnderThePeak) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* a = pool->allocate(8 << 20, {});
+  void* b = pool->allocate(2 << 20, {});
+  pool->deallocate(b, {});
+  pool->deallocate(a, {});
+  void* c = pool->allocate(4 << 20, {});  // fits neither; 4 + 10 > 10: the 8 MiB goes first
+  EXPECT_EQ(pool->stats().segments_released, 1u);
+  EXPECT_EQ(pool->stats().reserved_bytes, std::size_t{6} << 20) << "the idle 2 MiB stays cached";
+  EXPECT_EQ(pool->stats().peak_reserved_bytes, std::size_t{10} << 20);
+  void* d = pool->allocate(3 << 20, {});  // 6 + 3 <= 10: grows without releasing
+  EXPECT_EQ(pool->stats().segments_released, 1u);
+  EXPECT_EQ(pool->stats().reserved_bytes, std::size_t{9} << 20);
+  pool->deallocate(c, {});
+  pool->deallocate(d, {});
+}
+
+// A miss among small segments that are already more than 1/16 free is fragmentation: it
+// grows by min_segment/16 (or the request), not by a geometric step of mostly free space.
+TEST_F(PoolCoreTest, FragmentedSmallSegmentsGrowByASmallStep) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  std::vector<void*> v;
+  for (int i = 0; i < 32; ++i) v.push_back(pool->allocate(64 << 10, {}));  // fills 2 MiB
+  EXPECT_EQ(src->allocations, 1u);
+  for (int i = 0; i < 32; i += 2) pool->deallocate(v[i], {});  // 1 MiB free, in 64 KiB holes
+  void* big = pool->allocate(200 << 10, {});
+  EXPECT_EQ(src->allocations, 2u);
+  EXPECT_EQ(src->last_request, std::size_t{200} << 10) << "the request, above min_segment/16";
+  void* more = pool->allocate(100 << 10, {});
+  EXPECT_EQ(src->last_request, std::size_t{128} << 10) << "min_segment/16";
+  pool->deallocate(big, {});
+  pool->deallocate(more, {});
+  for (int i = 1; i < 32; i += 2) pool->deallocate(v[i], {});
 }
 
 TEST_F(PoolCoreTest, TrimAndReleaseThresholdReturnIdleSegments) {

@@ -15,13 +15,19 @@
 //  - Pending frees are queued per stream in submission order, so a slow stream delays only
 //    the blocks freed on it.
 //  - A request the cache cannot serve first reclaims completed pending blocks, then grows the
-//    pool from the driver (segments of geometrically growing size; a request larger than the
-//    next step gets a segment of its own exact size). When growing would pass max_bytes (or
-//    the driver refuses), the pool returns idle segments, then waits for its oldest pending
+//    pool from the driver. Requests of up to 1 MiB grow it by segments of geometrically
+//    growing size (by min_segment_bytes/16 when the small segments are already more than a
+//    sixteenth free: that miss is fragmentation); a larger request gets a dedicated segment
+//    of its own exact size, which is never split and is reused whole by a later request that
+//    wastes at most an eighth of it. Idle segments that cannot serve a miss stay cached as
+//    long as growing keeps the pool under its high-water mark of reserved bytes, and are
+//    returned to the driver first otherwise. When growing would pass max_bytes (or the
+//    driver refuses), the pool returns idle segments, then waits for its oldest pending
 //    work, and only then throws PoolOutOfMemory, which carries the pool's statistics.
 //  - Blocks are split from segments by best fit over a size-ordered index and coalesced with
 //    free neighbours when freed. Requests of up to 1 MiB and larger ones use separate
-//    segments, so small blocks do not fragment the large segments.
+//    segments, so small blocks do not fragment the large segments. reserve() segments are
+//    shared by best fit like any other, not dedicated.
 //  - trim(keep_bytes) returns idle segments to the driver while at least keep_bytes stay
 //    reserved; release_threshold does the same automatically whenever a segment becomes
 //    idle and more than the threshold is reserved; reserve() grows the pool up front (do
@@ -74,9 +80,11 @@ struct PoolOptions {
   std::size_t release_threshold = std::numeric_limits<std::size_t>::max();
   // Per-thread cache budget for blocks of up to 1 MiB; 0 disables the caches. Cached blocks
   // cannot coalesce, so a large budget costs memory (4 MiB reserved 1.195x the peak on the
-  // small-block trace of pool_bench, 1 MiB 1.124x) and buys no speed.
+  // small-block trace of pool_bench, 1 MiB 1.124x, before the fragmentation step) and buys
+  // no speed.
   std::size_t thread_cache_bytes = std::size_t{1} << 20;
-  // Smallest segment requested from the driver.
+  // Smallest geometric step for blocks of up to 1 MiB; a fragmented miss grows by a
+  // sixteenth of it. Larger blocks get segments of their own size.
   std::size_t min_segment_bytes = std::size_t{2} << 20;
   // Debug: deallocate waits for the block's device work (see the class comment).
   bool sync_on_free = false;

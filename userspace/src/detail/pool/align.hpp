@@ -14,6 +14,10 @@ inline constexpr std::size_t kLargeSegmentMax = 256u << 20;
 // Segment sizes past the minimum grow in these steps: fine enough that the last, partly used
 // segment stays near a sixteenth of the pool.
 inline constexpr std::size_t kSegmentGranule = 64u << 10;
+// A dedicated segment serves a request of `rounded` bytes when it is at most rounded/8 larger.
+inline constexpr std::size_t kDedicatedSlackDivisor = 8;
+// Small segments more than 1/16 free mean a miss is fragmentation: grow by min_segment/16.
+inline constexpr std::size_t kFragmentedDivisor = 16;
 // Far below SIZE_MAX so that rounding and segment arithmetic cannot overflow.
 inline constexpr std::size_t kMaxRequest = std::size_t{1} << 46;
 

@@ -4,7 +4,7 @@
 
 namespace hostrt::detail::pool {
 
-std::unique_ptr<Segment> make_segment(std::unique_ptr<SegmentMemory> memory, SizeClass cls) {
+std::unique_ptr<Segment> make_segment(std::unique_ptr<SegmentMemory> memory, SizeClass cls, bool dedicated) {
   auto seg = std::make_unique<Segment>();
   const auto raw = reinterpret_cast<std::uintptr_t>(memory->data());
   // The page map works in whole pages; memory that is not page aligned (an emulated backend
@@ -15,6 +15,7 @@ std::unique_ptr<Segment> make_segment(std::unique_ptr<SegmentMemory> memory, Siz
   seg->base = base;
   seg->size = end > base ? end - base : 0;
   seg->cls = cls;
+  seg->dedicated = dedicated;
   seg->memory = std::move(memory);
   if (seg->size > 0) seg->slots = SlotTable(seg->size / kAlignment);
   return seg;
@@ -34,9 +35,36 @@ void Arena::set_slot(Block* b, Block* value) noexcept {
   b->segment->slots.store((b->addr - b->segment->base) / kAlignment, value, b->size);
 }
 
+void Arena::add_free(Segment* s, std::size_t bytes) noexcept {
+  s->free_bytes += bytes;
+  free_bytes_ += bytes;
+  class_free_[static_cast<int>(s->cls)] += bytes;
+}
+
+void Arena::sub_free(Segment* s, std::size_t bytes) noexcept {
+  s->free_bytes -= bytes;
+  free_bytes_ -= bytes;
+  class_free_[static_cast<int>(s->cls)] -= bytes;
+}
+
 Block* Arena::fit_in(std::size_t rounded, SizeClass cls) {
   FreeIndex& idx = free_[static_cast<int>(cls)];
-  auto it = idx.lower_bound(std::pair<std::size_t, std::uintptr_t>{rounded, 0});
+  const std::pair<std::size_t, std::uintptr_t> key{rounded, 0};
+  auto it = idx.lower_bound(key);
+  if (cls == SizeClass::Large) {
+    // A dedicated segment is never split: its block takes `rounded` bytes and the tail stays
+    // free but unindexed (counted in free_bytes) until the block comes back whole.
+    auto d = dedicated_.lower_bound(key);
+    if (d != dedicated_.end() && (*d)->size - rounded <= rounded / kDedicatedSlackDivisor &&
+        (it == idx.end() || (*d)->size <= (*it)->size)) {
+      Block* b = *d;
+      b->node = dedicated_.extract(d);
+      b->size = rounded;
+      set_slot(b, b);
+      sub_free(b->segment, rounded);
+      return b;
+    }
+  }
   if (it == idx.end()) return nullptr;
   Block* b = *it;
   if (b->size > rounded) {
@@ -57,16 +85,14 @@ Block* Arena::fit_in(std::size_t rounded, SizeClass cls) {
   b->node = idx.extract(it);  // keeps the tree node for the block's return (see FreeIndex)
   b->size = rounded;
   set_slot(b, b);  // the size it is handed out with: what its free reads from the slot
-  b->segment->free_bytes -= b->size;
-  free_bytes_ -= b->size;
+  sub_free(b->segment, b->size);
   return b;
 }
 
 void Arena::free(Block* b) noexcept {
   Segment* s = b->segment;
   FreeIndex& idx = index(s);
-  s->free_bytes += b->size;
-  free_bytes_ += b->size;
+  add_free(s, b->size);
   b->set_state(BlockState::Free);
   b->requested = 0;
   if (Block* p = b->prev; p != nullptr && p->load_state() == BlockState::Free) {
@@ -85,6 +111,10 @@ void Arena::free(Block* b) noexcept {
     if (n->next != nullptr) n->next->prev = b;
     set_slot(n, nullptr);
     delete n;
+  }
+  if (s->dedicated) {
+    b->size = s->size;  // whole again, tail included
+    set_slot(b, b);
   }
   // Every block outside the index holds its node, so this allocates nothing.
   idx.insert(std::move(b->node));
@@ -107,26 +137,24 @@ void Arena::add_segment(std::unique_ptr<Segment> seg) {
   }
   segments_.push_back(std::move(seg));
   s->first = b.get();
-  s->free_bytes = s->size;
+  s->free_bytes = 0;
+  add_free(s, s->size);
   set_slot(b.get(), b.get());
   b.release();
   ++segment_count_[static_cast<int>(s->cls)];
   reserved_ += s->reserved;
+  class_reserved_[static_cast<int>(s->cls)] += s->reserved;
   usable_ += s->size;
-  free_bytes_ += s->size;
 }
 
-std::size_t Arena::next_segment_size(std::size_t rounded, std::size_t min_segment) const noexcept {
-  const SizeClass c = size_class_of(rounded);
-  const std::size_t cap = c == SizeClass::Small ? kSmallSegmentMax : kLargeSegmentMax;
+Arena::Growth Arena::next_segment(std::size_t rounded, std::size_t min_segment) const noexcept {
+  if (size_class_of(rounded) == SizeClass::Large) return {round_up(rounded, kPageSize), true};
   std::size_t step = round_up(reserved_ / 16, kSegmentGranule);
-  step = std::min(std::max(step, min_segment), std::max(cap, min_segment));
-  if (rounded > step) return round_up(rounded, kPageSize);
-  // More than a sixteenth of the pool already free means this large miss is fragmentation,
-  // not a lack of memory: a geometric step would mostly add free space, so grow by the
-  // request alone. (Small requests keep their steps: their segments are small anyway.)
-  if (c == SizeClass::Large && free_bytes_ > reserved_ / 16) return round_up(rounded, kPageSize);
-  return round_up(step, kPageSize);
+  step = std::min(std::max(step, min_segment), std::max(kSmallSegmentMax, min_segment));
+  // Enough free already, only in pieces too small: the step would mostly add free space.
+  if (free_bytes(SizeClass::Small) > reserved(SizeClass::Small) / kFragmentedDivisor)
+    step = min_segment / kFragmentedDivisor;
+  return {round_up(std::max(step, rounded), kPageSize), false};
 }
 
 std::unique_ptr<Segment> Arena::detach(Segment* s) noexcept {
@@ -143,9 +171,9 @@ std::unique_ptr<Segment> Arena::detach(Segment* s) noexcept {
   map_.assign(s->base, s->size, nullptr);
   --segment_count_[static_cast<int>(s->cls)];
   reserved_ -= s->reserved;
+  class_reserved_[static_cast<int>(s->cls)] -= s->reserved;
   usable_ -= s->size;
-  free_bytes_ -= s->size;
-  s->free_bytes = 0;
+  sub_free(s, s->size);
   return out;
 }
 
@@ -163,6 +191,21 @@ std::vector<std::unique_ptr<Segment>> Arena::take_idle(std::size_t keep_bytes, c
   out.reserve(idle.size());
   for (Segment* s : idle) {
     if (reserved_ < keep_bytes || reserved_ - keep_bytes < s->reserved) continue;
+    out.push_back(detach(s));
+  }
+  return out;
+}
+
+std::vector<std::unique_ptr<Segment>> Arena::take_idle_down_to(std::size_t target) {
+  std::vector<Segment*> idle;
+  for (auto& s : segments_)
+    if (s->idle()) idle.push_back(s.get());
+  std::sort(idle.begin(), idle.end(),
+            [](const Segment* a, const Segment* b) { return a->reserved > b->reserved; });
+  std::vector<std::unique_ptr<Segment>> out;
+  out.reserve(idle.size());
+  for (Segment* s : idle) {
+    if (reserved_ <= target) break;
     out.push_back(detach(s));
   }
   return out;

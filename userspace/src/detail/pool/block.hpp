@@ -81,6 +81,9 @@ struct Segment {
   std::size_t size = 0;
   std::size_t reserved = 0;  // memory->size(): what the driver charges
   SizeClass cls = SizeClass::Small;
+  // One large block's own segment, made for a miss: never split, reused whole by a request
+  // that wastes at most an eighth of it (see Arena::fit_in).
+  bool dedicated = false;
   SlotTable slots;  // block start -> Block*, read without a lock by deallocate()
   Block* first = nullptr;
   std::size_t free_bytes = 0;  // in Free blocks

@@ -208,9 +208,11 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
       b = arena_.fit_in(rounded, cls == SizeClass::Small ? SizeClass::Large : SizeClass::Small);
     }
     if (b == nullptr && arena_.has_idle()) {
-      // About to grow: idle segments could not serve this request, and keeping them while
-      // adding more would only inflate the pool. They go back to the driver (after the lock).
-      doomed = arena_.take_idle(0);
+      // About to grow, and idle segments could not serve this request. They stay cached only
+      // while the growth keeps the pool under its high-water mark; above it they go back to
+      // the driver first (after the lock), so that a pool whose sizes drift does not climb.
+      const std::size_t need = arena_.next_segment(rounded, options_.min_segment_bytes).bytes;
+      doomed = arena_.take_idle_down_to(peak_reserved_ - std::min(peak_reserved_, need));
       segments_released_ += doomed.size();
     }
     if (b != nullptr) {
@@ -222,7 +224,8 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
     }
 
     // Grow, unless the limit or an earlier refusal says no.
-    std::size_t seg = arena_.next_segment_size(rounded, options_.min_segment_bytes);
+    const Arena::Growth growth = arena_.next_segment(rounded, options_.min_segment_bytes);
+    std::size_t seg = growth.bytes;
     const std::size_t exact = round_up(rounded, kPageSize);
     const std::size_t room = options_.max_bytes - std::min(options_.max_bytes, arena_.reserved());
     if (seg > room && exact <= room) seg = exact;
@@ -230,7 +233,7 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
       lk.unlock();
       doomed.clear();  // give back before taking more
       try {
-        grow(seg, cls);
+        grow(seg, cls, growth.dedicated);
         grew = true;
         continue;
       } catch (const OutOfMemory&) {
@@ -263,10 +266,11 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
   }
 }
 
-void PoolCore::grow(std::size_t bytes, SizeClass cls) {
+void PoolCore::grow(std::size_t bytes, SizeClass cls, bool dedicated) {
   // Both the driver call and the slot table's mmap happen here, with no lock held.
-  std::unique_ptr<Segment> seg = make_segment(source_->allocate(bytes), cls);
-  if (seg->size < std::min(bytes, kSmallLimit) || !PageMap::representable(seg->base, seg->size))
+  std::unique_ptr<Segment> seg = make_segment(source_->allocate(bytes), cls, dedicated);
+  if (seg->size < (dedicated ? bytes : std::min(bytes, kSmallLimit)) ||
+      !PageMap::representable(seg->base, seg->size))
     throw OutOfMemory(ENOMEM, "pool: segment source returned unusable memory");
   std::lock_guard lk(mu_);
   arena_.add_segment(std::move(seg));

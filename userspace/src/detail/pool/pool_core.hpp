@@ -76,7 +76,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void release_above_threshold_locked(SegmentList& doomed) noexcept;
   void drain_locked(ThreadCache& tc) noexcept;
   void sample_peaks_locked() noexcept;
-  void grow(std::size_t bytes, SizeClass cls);
+  void grow(std::size_t bytes, SizeClass cls, bool dedicated = false);
   PoolStats stats_locked() const;
   [[noreturn]] void throw_out_of_memory(std::size_t bytes, const char* why) const;
 
