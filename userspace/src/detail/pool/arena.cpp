@@ -211,9 +211,4 @@ std::vector<std::unique_ptr<Segment>> Arena::take_idle_down_to(std::size_t targe
   return out;
 }
 
-std::size_t Arena::largest_free(SizeClass c) const noexcept {
-  const FreeIndex& idx = free_[static_cast<int>(c)];
-  return idx.empty() ? 0 : (*idx.rbegin())->size;
-}
-
 }  // namespace hostrt::detail::pool

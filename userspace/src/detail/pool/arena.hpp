@@ -69,7 +69,6 @@ class Arena {
   std::size_t free_bytes(SizeClass c) const noexcept { return class_free_[static_cast<int>(c)]; }
   std::size_t reserved(SizeClass c) const noexcept { return class_reserved_[static_cast<int>(c)]; }
   std::size_t segments(SizeClass c) const noexcept { return segment_count_[static_cast<int>(c)]; }
-  std::size_t largest_free(SizeClass c) const noexcept;
   // Bumped whenever a segment leaves the arena; read without the lock (see SegmentHint).
   std::uint64_t detach_epoch() const noexcept { return detach_epoch_.load(std::memory_order_acquire); }
 
