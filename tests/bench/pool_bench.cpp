@@ -334,9 +334,9 @@ struct TraceResult {
   std::uint64_t driver_calls = 0;  // segments allocated and released: the price of the ratio
 };
 
-TraceResult replay(const Trace& t) {
+TraceResult replay(const Trace& t, const hostrt::PoolOptions& options) {
   TraceResult r;
-  hostrt::Pool pool(std::make_unique<AddressSpaceSource>(), hostrt::PoolOptions{});
+  hostrt::Pool pool(std::make_unique<AddressSpaceSource>(), options);
   std::vector<void*> ptrs(t.ops.size());
   std::vector<std::size_t> sizes(t.ops.size());
   std::size_t live = 0;
@@ -472,7 +472,7 @@ int main(int argc, char** argv) {
   // 3. Traces: the headline is the worst trace.
   double worst_trace = 0;
   for (const Trace& t : make_traces()) {
-    const TraceResult r = replay(t);
+    const TraceResult r = replay(t, hostrt::PoolOptions{});
     const double pool_ratio =
         static_cast<double>(r.pool_peak_reserved) / static_cast<double>(r.peak_requested);
     const double pow2_ratio = static_cast<double>(r.pow2_reserved) / static_cast<double>(r.peak_requested);
@@ -482,6 +482,11 @@ int main(int argc, char** argv) {
     metric("trace_" + t.name + "_pool_reserved_over_peak", pool_ratio, "ratio");
     metric("trace_" + t.name + "_pow2_reserved_over_peak", pow2_ratio, "ratio");
     metric("trace_" + t.name + "_driver_calls", static_cast<double>(r.driver_calls), "calls");
+    // The other side of the trade: large blocks in shared segments (PoolOptions).
+    const TraceResult sh = replay(t, hostrt::PoolOptions{.shared_large_segments = true});
+    metric("trace_" + t.name + "_shared_large_reserved_over_peak",
+           static_cast<double>(sh.pool_peak_reserved) / static_cast<double>(sh.peak_requested), "ratio");
+    metric("trace_" + t.name + "_shared_large_driver_calls", static_cast<double>(sh.driver_calls), "calls");
   }
   metric("pool_reserved_over_peak", worst_trace, "ratio");
   return 0;

@@ -94,6 +94,29 @@ TEST_F(PoolCApiTest, ByteLimitGivesMemoryAllocationError) {
   EXPECT_EQ(hrtPoolDestroy(small), hrtSuccess);
 }
 
+// After a 40 MiB block, two of 1.1 MiB: a segment each by default; with sharedLargeSegments
+// both come from one geometric step (2.5 MiB).
+TEST_F(PoolCApiTest, SharedLargeSegmentsIsHonoured) {
+  for (int shared : {0, 1}) {
+    hrtPool_t p = nullptr;
+    hrtPoolProps props{};
+    props.sharedLargeSegments = shared;
+    ASSERT_EQ(hrtPoolCreate(&p, nullptr, &props), hrtSuccess) << hrtGetLastErrorMessage();
+    std::vector<void*> v;
+    for (std::size_t n : {std::size_t{40} << 20, (std::size_t{1} << 20) + (100 << 10),
+                          (std::size_t{1} << 20) + (100 << 10)}) {
+      void* q = nullptr;
+      ASSERT_EQ(hrtPoolMalloc(p, &q, n), hrtSuccess) << hrtGetLastErrorMessage();
+      v.push_back(q);
+    }
+    hrtPoolStats st{};
+    ASSERT_EQ(hrtPoolGetStats(p, &st), hrtSuccess) << hrtGetLastErrorMessage();
+    EXPECT_EQ(st.largeSegments, shared ? 2u : 3u) << "sharedLargeSegments=" << shared;
+    for (void* q : v) EXPECT_EQ(hrtPoolFree(p, q), hrtSuccess);
+    EXPECT_EQ(hrtPoolDestroy(p), hrtSuccess);
+  }
+}
+
 hrtMemoryType type_of(const void* p) {
   hrtPointerAttributes a{};
   EXPECT_EQ(hrtPointerGetAttributes(&a, p), hrtSuccess) << hrtGetLastErrorMessage();

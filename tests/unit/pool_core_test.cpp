@@ -172,6 +172,21 @@ TEST_F(PoolCoreTest, LargeMissGetsAnExactSegmentAndSmallGrowthIsGeometric) {
   pool->deallocate(s, {});
 }
 
+TEST_F(PoolCoreTest, SharedLargeSegmentsGrowGeometricallyAndSplit) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  o.shared_large_segments = true;
+  auto pool = make_fake_pool(src, o);
+  void* h = pool->allocate((100 << 20) + 64, {});
+  EXPECT_EQ(src->last_request, std::size_t{100 << 20} + 4096) << "above the step: exact";
+  // With ~100 MiB reserved the next step is reserved/16, rounded up to 64 KiB.
+  void* l = pool->allocate(3 << 20, {});
+  EXPECT_EQ(src->last_request, ((std::size_t{100 << 20} + 4096) / 16 + 65535) / 65536 * 65536);
+  void* m = pool->allocate(2 << 20, {});
+  EXPECT_EQ(src->allocations, 2u) << "split from the same segment";
+  for (void* p : {h, l, m}) pool->deallocate(p, {});
+}
+
 // A large block freed at random must leave no hole: its segment is its own, reused whole by a
 // request that wastes at most an eighth of it, and never split by a smaller one.
 TEST_F(PoolCoreTest, DedicatedSegmentIsReusedWholeWithinAnEighthAndNeverSplit) {

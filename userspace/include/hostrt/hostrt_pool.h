@@ -33,6 +33,8 @@ typedef struct hrtPoolProps {
   size_t threadCacheBytes; /* per-thread cache budget; 0: default (1 MiB) */
   int disableThreadCache;  /* nonzero: no per-thread caches */
   int syncOnFree;          /* nonzero: debug mode, frees wait for the device */
+  int sharedLargeSegments; /* nonzero: blocks over 1 MiB share segments (fewer driver
+                              calls when sizes drift, more memory; see PoolOptions) */
 } hrtPoolProps;
 
 typedef struct hrtPoolStats {

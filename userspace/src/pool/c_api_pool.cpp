@@ -52,6 +52,7 @@ hrtError_t hrtPoolCreate(hrtPool_t* pool, hrtStream_t stream, const hrtPoolProps
       if (props->threadCacheBytes != 0) o.thread_cache_bytes = props->threadCacheBytes;
       if (props->disableThreadCache != 0) o.thread_cache_bytes = 0;
       o.sync_on_free = props->syncOnFree != 0;
+      o.shared_large_segments = props->sharedLargeSegments != 0;
     }
     // The pool's device is the stream's (NULL: the current device's default stream), held
     // through a Device handle sharing its internals.

@@ -10,6 +10,7 @@ inline constexpr std::size_t kAlignment = 64;         // every block start and s
 inline constexpr std::size_t kPageSize = 4096;        // segment bookkeeping granularity
 inline constexpr std::size_t kSmallLimit = 1u << 20;  // rounded sizes up to this are "small"
 inline constexpr std::size_t kSmallSegmentMax = 32u << 20;
+inline constexpr std::size_t kLargeSegmentMax = 256u << 20;  // shared large segments only
 // Segment sizes past the minimum grow in these steps: fine enough that the last, partly used
 // segment stays near a sixteenth of the pool.
 inline constexpr std::size_t kSegmentGranule = 64u << 10;

@@ -147,13 +147,16 @@ void Arena::add_segment(std::unique_ptr<Segment> seg) {
   usable_ += s->size;
 }
 
-Arena::Growth Arena::next_segment(std::size_t rounded, std::size_t min_segment) const noexcept {
-  if (size_class_of(rounded) == SizeClass::Large) return {round_up(rounded, kPageSize), true};
+Arena::Growth Arena::next_segment(std::size_t rounded, std::size_t min_segment,
+                                  bool shared_large) const noexcept {
+  const SizeClass c = size_class_of(rounded);
+  if (c == SizeClass::Large && !shared_large) return {round_up(rounded, kPageSize), true};
+  const std::size_t cap = c == SizeClass::Small ? kSmallSegmentMax : kLargeSegmentMax;
   std::size_t step = round_up(reserved_ / 16, kSegmentGranule);
-  step = std::min(std::max(step, min_segment), std::max(kSmallSegmentMax, min_segment));
+  step = std::min(std::max(step, min_segment), std::max(cap, min_segment));
   // Enough free already, only in pieces too small: the step would mostly add free space.
-  if (free_bytes(SizeClass::Small) > reserved(SizeClass::Small) / kFragmentedDivisor)
-    step = min_segment / kFragmentedDivisor;
+  if (free_bytes(c) > reserved(c) / kFragmentedDivisor)
+    step = c == SizeClass::Small ? min_segment / kFragmentedDivisor : 0;
   return {round_up(std::max(step, rounded), kPageSize), false};
 }
 

@@ -46,16 +46,17 @@ class Arena {
   // Throws std::bad_alloc (page-map nodes); on throw the segment is not taken.
   void add_segment(std::unique_ptr<Segment> seg);
   // The segment to add for a miss of `rounded` bytes. Large: dedicated, of the exact
-  // (page-rounded) size. Small: geometric (a sixteenth of what is reserved, so that the last,
-  // partly used segment costs at most ~6% of the total), between min_segment and the cap;
-  // but when over a sixteenth of the small segments is free already, the miss is
-  // fragmentation and a geometric step would mostly add free space: min_segment/16 then.
-  // A request larger than the step gets its exact size.
+  // (page-rounded) size. Small (and large with shared_large): geometric (a sixteenth of what
+  // is reserved, so that the last, partly used segment costs at most ~6% of the total),
+  // between min_segment and the class's cap; but when over a sixteenth of the class's
+  // segments is free already, the miss is fragmentation and a geometric step would mostly
+  // add free space: min_segment/16 then (large: the request alone). A request larger than
+  // the step gets its exact size.
   struct Growth {
     std::size_t bytes;
     bool dedicated;
   };
-  Growth next_segment(std::size_t rounded, std::size_t min_segment) const noexcept;
+  Growth next_segment(std::size_t rounded, std::size_t min_segment, bool shared_large) const noexcept;
   // Detaches idle segments, largest first, while releasing one keeps reserved >= keep_bytes.
   // Only segments of class `only` when given.
   std::vector<std::unique_ptr<Segment>> take_idle(std::size_t keep_bytes, const SizeClass* only = nullptr);

@@ -211,7 +211,8 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
       // About to grow, and idle segments could not serve this request. They stay cached only
       // while the growth keeps the pool under its high-water mark; above it they go back to
       // the driver first (after the lock), so that a pool whose sizes drift does not climb.
-      const std::size_t need = arena_.next_segment(rounded, options_.min_segment_bytes).bytes;
+      const std::size_t need =
+          arena_.next_segment(rounded, options_.min_segment_bytes, options_.shared_large_segments).bytes;
       doomed = arena_.take_idle_down_to(peak_reserved_ - std::min(peak_reserved_, need));
       segments_released_ += doomed.size();
     }
@@ -224,7 +225,8 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
     }
 
     // Grow, unless the limit or an earlier refusal says no.
-    const Arena::Growth growth = arena_.next_segment(rounded, options_.min_segment_bytes);
+    const Arena::Growth growth =
+        arena_.next_segment(rounded, options_.min_segment_bytes, options_.shared_large_segments);
     std::size_t seg = growth.bytes;
     const std::size_t exact = round_up(rounded, kPageSize);
     const std::size_t room = options_.max_bytes - std::min(options_.max_bytes, arena_.reserved());
