@@ -215,6 +215,21 @@ TEST_F(PoolCoreTest, DedicatedSegmentIsReusedWholeWithinAnEighthAndNeverSplit) {
   for (void* p : {c, d, e}) pool->deallocate(p, {});
 }
 
+// A driver that rounds segments up (here to 4 MiB) must not make a dedicated segment refuse
+// the request it was made for: before, the pool grew forever.
+TEST_F(PoolCoreTest, OversizedSegmentFromTheSourceIsSharedNotDedicated) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  src->round_to = 4 << 20;
+  auto pool = make_fake_pool(src, o);
+  void* a = pool->allocate((1 << 20) + 4096, {});
+  EXPECT_EQ(src->allocations, 1u);
+  void* b = pool->allocate(2 << 20, {});
+  EXPECT_EQ(src->allocations, 1u) << "split from the shared 4 MiB segment";
+  pool->deallocate(a, {});
+  pool->deallocate(b, {});
+}
+
 // Idle segments that cannot serve a miss stay cached while the pool is under its high-water
 // mark, and go back to the driver first when the growth would raise it.
 TEST_F(PoolCoreTest, MissReleasesIdleSegmentsOnlyToStayUnderThePeak) {

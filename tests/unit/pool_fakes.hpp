@@ -83,6 +83,7 @@ struct SourceCounters {
   std::size_t allocations = 0;
   std::size_t refuse_above = static_cast<std::size_t>(-1);  // live bytes the "driver" allows
   std::size_t last_request = 0;
+  std::size_t round_to = 1;  // a "driver" that hands out more than asked (BO granularity)
 };
 
 class FakeSource final : public detail::pool::SegmentSource {
@@ -93,6 +94,7 @@ class FakeSource final : public detail::pool::SegmentSource {
     {
       std::lock_guard lk(c_->mu);
       c_->last_request = bytes;
+      bytes = (bytes + c_->round_to - 1) / c_->round_to * c_->round_to;
       if (c_->live_bytes + bytes > c_->refuse_above)
         throw OutOfMemory(ENOMEM, "fake source: refused " + std::to_string(bytes));
       c_->live_bytes += bytes;

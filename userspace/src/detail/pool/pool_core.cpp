@@ -274,6 +274,10 @@ void PoolCore::grow(std::size_t bytes, SizeClass cls, bool dedicated) {
   if (seg->size < (dedicated ? bytes : std::min(bytes, kSmallLimit)) ||
       !PageMap::representable(seg->base, seg->size))
     throw OutOfMemory(ENOMEM, "pool: segment source returned unusable memory");
+  // A source that hands out more than asked could leave a dedicated segment too big for the
+  // very request it was made for (the fit would refuse it, and the pool grow forever): such
+  // a segment is shared instead.
+  if (dedicated && seg->size - bytes > bytes / (2 * kDedicatedSlackDivisor)) seg->dedicated = false;
   std::lock_guard lk(mu_);
   arena_.add_segment(std::move(seg));
   ++misses_;
