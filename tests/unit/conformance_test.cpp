@@ -571,6 +571,35 @@ TEST_P(Conformance, CrossStreamWaitOrdersTheConsumerAfterTheProducer) {
   EXPECT_EQ(first_diff(out.data(), a.data(), n), -1);
 }
 
+// An event recorded right after Stream::wait(e), with no work in between, completes only
+// after e (CUDA's semantics), and a stream waiting on it waits for e too. Before, it named
+// point 0 of an idle stream: complete at once, and the chained consumer ran early.
+TEST_P(Conformance, EventRecordedAfterAWaitCarriesTheDependency) {
+  Stream producer = dev().create_stream(), relay = dev().create_stream(), consumer = dev().create_stream();
+  const std::size_t n = 2048;
+  PinnedBuffer a = dev().host_alloc(n), out = dev().host_alloc(n);
+  fill(a.data(), n, 47);
+  if (emu()) emu()->hold_queue(queue_of(producer), true);
+  producer.memcpy_async(DevicePtr(300), a.data(), n);
+  Event made;
+  made.record(producer);
+  relay.wait(made);
+  Event relayed;
+  relayed.record(relay);  // no work on relay: only the dependency
+  consumer.wait(relayed);
+  consumer.memcpy_async(out.data(), DevicePtr(300), n);
+  if (emu()) {
+    emu()->wait_until_stalled();
+    EXPECT_FALSE(relayed.query()) << "complete while the producer it waits for is held";
+    EXPECT_FALSE(consumer.query()) << "the consumer ran before the event it waits for";
+    emu()->hold_queue(queue_of(producer), false);
+  }
+  relayed.synchronize();
+  EXPECT_TRUE(made.query());
+  consumer.synchronize();
+  EXPECT_EQ(first_diff(out.data(), a.data(), n), -1);
+}
+
 TEST_P(Conformance, IndependentStreamsOvertakeAHeldOne) {
   if (!emu()) GTEST_SKIP() << "needs the emulated backend's hold hook";
   Stream slow = dev().create_stream(), fast = dev().create_stream();

@@ -145,10 +145,14 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
 void Stream::wait(const Event& event) {
   auto& s = live(core_, "wait");
   const auto& other = event.core();
-  if (!other || event.point() == 0 || other == core_) return;  // nothing to wait for, or already in order
+  if (!other) return;  // never recorded: nothing to wait for
   EXPECTS(other->device() == s.device(), "Stream::wait: the event was recorded on another device");
-  if (other->reached(event.point())) return;
-  s.add_wait(other, event.point());
+  // A point on this stream itself is already in order; one already reached adds nothing.
+  auto add = [&](const std::shared_ptr<detail::StreamCore>& on, std::uint64_t point) {
+    if (point != 0 && on != core_ && !on->reached(point)) s.add_wait(on, point);
+  };
+  add(other, event.point());
+  for (const auto& [on, point] : event.dependencies()) add(on, point);
 }
 
 void Stream::destroy() noexcept { core_.reset(); }

@@ -138,6 +138,14 @@ void StreamCore::add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point
   pending_waits_.emplace_back(std::move(other), point);
 }
 
+std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> StreamCore::pending_waits() {
+  std::lock_guard lk(m_);
+  std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> out;
+  for (const auto& [s, point] : pending_waits_)
+    if (!s->reached(point)) out.emplace_back(s, point);
+  return out;
+}
+
 std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   DeviceBackend& be = dev_->backend("submit");
   std::lock_guard lk(m_);
@@ -158,11 +166,15 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
 }
 
 void StreamCore::wait(std::uint64_t point) {
+  wait_until(point);
+  check_failure(point);
+}
+
+void StreamCore::wait_until(std::uint64_t point) {
   const std::uint64_t last = last_submitted();
   EXPECTS(point <= last, "wait for point " + std::to_string(point) + " not submitted yet (last " +
                              std::to_string(last) + ")");
   if (!reached(point)) dev_->backend("wait").wait_timeline(timeline_, point);
-  check_failure(point);
 }
 
 void StreamCore::check_failure(std::uint64_t point) {

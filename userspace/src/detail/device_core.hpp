@@ -92,10 +92,14 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   // Queues one job with the dependencies added by add_wait; returns its seqno.
   std::uint64_t submit(std::span<const CopyOp> ops);
   void add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point);
+  // The waits add_wait queued for the next submit, those not yet reached (Event::record).
+  std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> pending_waits();
   std::uint32_t queue_id() const noexcept { return queue_.id; }
   std::uint32_t timeline() const noexcept { return timeline_; }
   // Blocks until `point` ended, then reports a failure up to it.
   void wait(std::uint64_t point);
+  // Blocks until `point` ended; a failure stays for wait()/check_failure to report.
+  void wait_until(std::uint64_t point);
   // Throws DeviceFault when a job up to `point` (already reached) failed and was not reported.
   void check_failure(std::uint64_t point);
 
