@@ -37,13 +37,11 @@ void Arena::set_slot(Block* b, Block* value) noexcept {
 
 void Arena::add_free(Segment* s, std::size_t bytes) noexcept {
   s->free_bytes += bytes;
-  free_bytes_ += bytes;
   class_free_[static_cast<int>(s->cls)] += bytes;
 }
 
 void Arena::sub_free(Segment* s, std::size_t bytes) noexcept {
   s->free_bytes -= bytes;
-  free_bytes_ -= bytes;
   class_free_[static_cast<int>(s->cls)] -= bytes;
 }
 
@@ -142,7 +140,6 @@ void Arena::add_segment(std::unique_ptr<Segment> seg) {
   set_slot(b.get(), b.get());
   b.release();
   ++segment_count_[static_cast<int>(s->cls)];
-  reserved_ += s->reserved;
   class_reserved_[static_cast<int>(s->cls)] += s->reserved;
   usable_ += s->size;
 }
@@ -152,7 +149,7 @@ Arena::Growth Arena::next_segment(std::size_t rounded, std::size_t min_segment,
   const SizeClass c = size_class_of(rounded);
   if (c == SizeClass::Large && !shared_large) return {round_up(rounded, kPageSize), true};
   const std::size_t cap = c == SizeClass::Small ? kSmallSegmentMax : kLargeSegmentMax;
-  std::size_t step = round_up(reserved_ / 16, kSegmentGranule);
+  std::size_t step = round_up(reserved() / 16, kSegmentGranule);
   step = std::min(std::max(step, min_segment), std::max(cap, min_segment));
   // Enough free already, only in pieces too small: the step would mostly add free space.
   if (free_bytes(c) > reserved(c) / kFragmentedDivisor)
@@ -173,7 +170,6 @@ std::unique_ptr<Segment> Arena::detach(Segment* s) noexcept {
   // Unmapping only clears existing leaves, which never allocates.
   map_.assign(s->base, s->size, nullptr);
   --segment_count_[static_cast<int>(s->cls)];
-  reserved_ -= s->reserved;
   class_reserved_[static_cast<int>(s->cls)] -= s->reserved;
   usable_ -= s->size;
   sub_free(s, s->size);
@@ -184,31 +180,29 @@ bool Arena::has_idle() const noexcept {
   return std::any_of(segments_.begin(), segments_.end(), [](const auto& s) { return s->idle(); });
 }
 
-std::vector<std::unique_ptr<Segment>> Arena::take_idle(std::size_t keep_bytes, const SizeClass* only) {
+std::vector<Segment*> Arena::idle_largest_first(const SizeClass* only) const {
   std::vector<Segment*> idle;
-  for (auto& s : segments_)
+  for (const auto& s : segments_)
     if (s->idle() && (only == nullptr || s->cls == *only)) idle.push_back(s.get());
   std::sort(idle.begin(), idle.end(),
             [](const Segment* a, const Segment* b) { return a->reserved > b->reserved; });
+  return idle;
+}
+
+std::vector<std::unique_ptr<Segment>> Arena::take_idle(std::size_t keep_bytes, const SizeClass* only) {
   std::vector<std::unique_ptr<Segment>> out;
-  out.reserve(idle.size());
-  for (Segment* s : idle) {
-    if (reserved_ < keep_bytes || reserved_ - keep_bytes < s->reserved) continue;
+  for (Segment* s : idle_largest_first(only)) {
+    const std::size_t r = reserved();
+    if (r < keep_bytes || r - keep_bytes < s->reserved) continue;
     out.push_back(detach(s));
   }
   return out;
 }
 
 std::vector<std::unique_ptr<Segment>> Arena::take_idle_down_to(std::size_t target) {
-  std::vector<Segment*> idle;
-  for (auto& s : segments_)
-    if (s->idle()) idle.push_back(s.get());
-  std::sort(idle.begin(), idle.end(),
-            [](const Segment* a, const Segment* b) { return a->reserved > b->reserved; });
   std::vector<std::unique_ptr<Segment>> out;
-  out.reserve(idle.size());
-  for (Segment* s : idle) {
-    if (reserved_ <= target) break;
+  for (Segment* s : idle_largest_first()) {
+    if (reserved() <= target) break;
     out.push_back(detach(s));
   }
   return out;

@@ -64,9 +64,9 @@ class Arena {
   std::vector<std::unique_ptr<Segment>> take_idle_down_to(std::size_t target);
   bool has_idle() const noexcept;
 
-  std::size_t reserved() const noexcept { return reserved_; }
+  std::size_t reserved() const noexcept { return class_reserved_[0] + class_reserved_[1]; }
   std::size_t usable() const noexcept { return usable_; }
-  std::size_t free_bytes() const noexcept { return free_bytes_; }
+  std::size_t free_bytes() const noexcept { return class_free_[0] + class_free_[1]; }
   std::size_t free_bytes(SizeClass c) const noexcept { return class_free_[static_cast<int>(c)]; }
   std::size_t reserved(SizeClass c) const noexcept { return class_reserved_[static_cast<int>(c)]; }
   std::size_t segments(SizeClass c) const noexcept { return segment_count_[static_cast<int>(c)]; }
@@ -83,15 +83,15 @@ class Arena {
   void sub_free(Segment* s, std::size_t bytes) noexcept;
   void set_slot(Block* b, Block* value) noexcept;
   std::unique_ptr<Segment> detach(Segment* s) noexcept;
+  // Idle segments (of class `only`, when given), largest first.
+  std::vector<Segment*> idle_largest_first(const SizeClass* only = nullptr) const;
 
   PageMap& map_;
   FreeIndex free_[2];
   FreeIndex dedicated_;  // blocks of idle dedicated segments (class Large), one per segment
   std::vector<std::unique_ptr<Segment>> segments_;
   std::size_t segment_count_[2] = {0, 0};
-  std::size_t reserved_ = 0;
   std::size_t usable_ = 0;
-  std::size_t free_bytes_ = 0;
   std::size_t class_free_[2] = {0, 0};
   std::size_t class_reserved_[2] = {0, 0};
   std::atomic<std::uint64_t> detach_epoch_{0};
