@@ -1,7 +1,8 @@
 # edu-accel + hostrt: one entry point for building, running and testing.
 #   make          driver, runtime, tools and tests
 #   make run      boot the VM, load the driver, run the demo, print the report
-#   make check    every test suite (host tests, then in-VM suites in each machine configuration)
+#   make check    every test suite (host tests, then in-VM suites in each machine configuration,
+#                 the debug kernel's among them: its first build takes ~20 minutes)
 #   make shell    the VM with the driver loaded, interactive (leave with `exit`)
 #   make bench    benchmarks; METRIC lines land in build/bench/metrics.txt
 # CONFIG=<name> picks a VM configuration from qemu/configs/ for run and shell.
@@ -22,6 +23,10 @@ deps: $(BUILD)/.deps-ok
 kernel: deps
 	$(MAKE) -C kernel
 
+# The module built against the debug kernel (built once, ~20 min, cached under ~/.cache).
+kernel-debug: deps
+	scripts/build-debug-module.sh $(BUILD)
+
 # sparse over the whole driver; any warning fails.
 sparse: deps
 	@$(MAKE) -s -C kernel sparse 2>&1 | tee $(BUILD)/sparse.log
@@ -36,7 +41,7 @@ userspace: deps $(CMAKEDIR)/CMakeCache.txt
 run: all
 	qemu/run-vm.sh --config $(CONFIG) -- 'hostrun $$BUILD/cmake/userspace/hostrt-demo'
 
-check: all
+check: all kernel-debug
 	cd $(CMAKEDIR) && ctest --output-on-failure
 
 shell: all
@@ -53,4 +58,4 @@ clean:
 distclean: clean
 	rm -rf $(BUILD)
 
-.PHONY: all deps kernel sparse userspace run check shell bench clean distclean
+.PHONY: all deps kernel kernel-debug sparse userspace run check shell bench clean distclean

@@ -15,7 +15,10 @@ get() { sed -n "s/^$1=//p" "$out/guest-result" 2>/dev/null | tail -n 1; }
 
 # A kernel line: "[   12.345678] " then one of the markers of a kernel bug. Anchoring on
 # the printk timestamp keeps a test that merely prints "WARNING:" from failing the run.
-kpat='^\[ *[0-9]+\.[0-9]+\] (.*)?(Oops|BUG:|kernel BUG|WARNING:|refcount_t:|general protection|Kernel panic|UBSAN:|INFO: task .* blocked|watchdog: BUG)'
+# The debug kernel adds KASAN ("BUG: KASAN"), lockdep ("WARNING: possible ...", "INFO:
+# possible ..."), DEBUG_ATOMIC_SLEEP ("BUG: sleeping function"), DMA-API debug (one WARNING,
+# then "DMA-API: <driver> <device>: ..." lines) and debugobjects ("ODEBUG:").
+kpat='^\[ *[0-9]+\.[0-9]+\] (.*)?(Oops|BUG:|kernel BUG|WARNING:|refcount_t:|general protection|Kernel panic|UBSAN:|INFO: task .* blocked|INFO: (possible|inconsistent)|watchdog: BUG|ODEBUG:|DMA-API: [^ ]+ [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9]: )'
 
 qerr=$(grep -m1 -E 'error|abort' "$out/qemu.stderr" 2>/dev/null)
 if grep -q 'EDU: DMA range' "$out/qemu.stderr" 2>/dev/null; then
@@ -34,6 +37,11 @@ kline=$(cat "$out/dmesg.txt" "$out/console.log" 2>/dev/null | tr -d '\r' | grep 
 if [ "$(get done)" != 1 ]; then
 	last=$(tr -d '\r' < "$out/console.log" 2>/dev/null | grep -v '^\s*$' | tail -n 1)
 	problems+=("guest did not finish its run (last console line: ${last:-none})")
+fi
+# kmemleak (debug kernel): an unreferenced object allocated on a path through the driver.
+if [ -s "$out/kmemleak.txt" ] && grep -q 'edu_accel\|edu_' "$out/kmemleak.txt"; then
+	leak=$(grep -m1 -B2 'edu_' "$out/kmemleak.txt" | grep -m1 'unreferenced object' | tr -s ' ')
+	problems+=("kmemleak: ${leak:-unreferenced object} allocated through edu_accel ($(grep -c 'unreferenced object' "$out/kmemleak.txt") reports in kmemleak.txt)")
 fi
 [ "$(get insmod)" = 1 ] && problems+=("insmod edu_accel failed")
 [ "$(get rmmod)" = 1 ] && problems+=("module edu_accel failed to unload")

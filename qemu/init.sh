@@ -25,6 +25,7 @@ for arg in $(cat /proc/cmdline); do
 	esac
 done
 
+# Built into the debug kernel: modprobe then finds them in modules.builtin and succeeds.
 for m in 9pnet_virtio 9p virtio_pci drm gpu-sched drm_shmem_helper; do
 	modprobe "$m" || die "modprobe $m failed"
 done
@@ -70,6 +71,15 @@ if rmmod edu_accel; then result rmmod 0; else result rmmod 1; fi
 echo 1 > /proc/sys/vm/stat_refresh
 result pin_acquired "$(pins nr_foll_pin_acquired)"
 result pin_released "$(pins nr_foll_pin_released)"
+# Debug kernel: leaks are reported for objects unreferenced across two scans, each at least
+# kmemleak's minimum age old; the driver is gone by now, so anything of it still held leaked.
+if [ -w /sys/kernel/debug/kmemleak ]; then
+	echo scan > /sys/kernel/debug/kmemleak
+	sleep 6
+	echo scan > /sys/kernel/debug/kmemleak
+	cat /sys/kernel/debug/kmemleak > /out/kmemleak.txt
+	result kmemleak_scanned 1
+fi
 dmesg > /out/dmesg.txt
 result done 1
 sync

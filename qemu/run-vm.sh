@@ -49,7 +49,7 @@ done
 cmd="$*"
 [ -n "$cmd" ] || [ "$shell" = 1 ] || { echo "run-vm: no command given (or --shell)" >&2; exit 2; }
 
-SMP=1 ICOUNT=on IOMMU=off MEM=256M EDU=1 DMA_MASK= EDU_KO_ARGS=
+SMP=1 ICOUNT=on IOMMU=off MEM=256M EDU=1 DMA_MASK= EDU_KO_ARGS= KERNEL=debian
 conf="$here/configs/$config.conf"
 [ -f "$conf" ] || { echo "run-vm: no configuration $conf" >&2; exit 2; }
 # shellcheck source=/dev/null
@@ -60,11 +60,26 @@ if [ "$ICOUNT" = on ] && [ "$SMP" != 1 ]; then
 	exit 2
 fi
 
-kver=$("$src/scripts/kver.sh")
-kdir="$build/vm/kernel-$kver"
+case "$KERNEL" in
+debian)
+	# Debian's production kernel, the release whose headers are installed.
+	kver=$("$src/scripts/kver.sh")
+	kdir="$build/vm/kernel-$kver"
+	ko="$src/kernel/edu_accel.ko"
+	"$src/scripts/fetch-kernel.sh" "$kver" "$kdir"
+	;;
+debug)
+	# The debug kernel (scripts/build-debug-kernel.sh, cached outside the clone) and the
+	# module built against its tree (make kernel-debug).
+	dbg=$("$src/scripts/build-debug-kernel.sh")
+	kver=$(cat "$dbg/release")
+	kdir="$build/vm/kernel-$kver"
+	ko="$build/kernel-debug/edu_accel.ko"
+	"$src/scripts/stage-debug-kernel.sh" "$dbg" "$kdir"
+	;;
+*) echo "run-vm: unknown KERNEL=$KERNEL in $conf" >&2; exit 2 ;;
+esac
 initrd="$build/vm/initramfs-$kver.cpio.gz"
-ko="$src/kernel/edu_accel.ko"
-"$src/scripts/fetch-kernel.sh" "$kver" "$kdir"
 if [ ! -f "$initrd" ] || [ -n "$(find "$here/init.sh" "$here/hostrun.sh" "$here/mkinitramfs.sh" \
 	"$kdir/.complete" -newer "$initrd" 2>/dev/null)" ]; then
 	"$here/mkinitramfs.sh" "$kdir" "$initrd"
@@ -78,8 +93,8 @@ out=$(cd "$out" && pwd -P)
 {
 	printf 'export EDU_KO=%q EDU_KO_ARGS=%q\n' "/host$ko" "$EDU_KO_ARGS"
 	printf 'export BUILD=%q SRC=%q OUT=/out\n' "/host$build" "/host$src"
-	printf 'export VM_CONFIG=%q VM_SMP=%q VM_ICOUNT=%q VM_IOMMU=%q VM_MEM=%q VM_EDU=%q VM_DMA_MASK=%q\n' \
-		"$config" "$SMP" "$ICOUNT" "$IOMMU" "$MEM" "$EDU" "$DMA_MASK"
+	printf 'export VM_CONFIG=%q VM_SMP=%q VM_ICOUNT=%q VM_IOMMU=%q VM_MEM=%q VM_EDU=%q VM_DMA_MASK=%q VM_KERNEL=%q\n' \
+		"$config" "$SMP" "$ICOUNT" "$IOMMU" "$MEM" "$EDU" "$DMA_MASK" "$KERNEL"
 } > "$out/vm.env"
 printf '%s\n' "$cmd" > "$out/cmd.sh"
 

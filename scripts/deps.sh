@@ -11,6 +11,7 @@ PKGS=(
 	libgtest-dev libgmock-dev googletest libbenchmark-dev
 	libmimalloc-dev libjemalloc-dev
 	clang-format
+	linux-source-6.1 flex bison bc libelf-dev libssl-dev xz-utils
 )
 
 missing=()

@@ -72,6 +72,36 @@ expect insmod-failure fail 0 "$d" "insmod edu_accel failed"
 d=$(clean_run cmd); sed -i 's/^cmd_rc=0/cmd_rc=3/' "$d/guest-result"
 expect command-failure fail 0 "$d" "guest command exited 3"
 
+# Debug-kernel reports.
+d=$(clean_run kasan)
+echo '[   12.5] BUG: KASAN: slab-use-after-free in edu_ioctl_submit+0x1a/0x2b [edu_accel]' >> "$d/dmesg.txt"
+expect kasan fail 0 "$d" "BUG: KASAN: slab-use-after-free"
+
+d=$(clean_run lockdep-info)
+echo '[   12.5] INFO: possible recursive locking detected' >> "$d/dmesg.txt"
+expect lockdep fail 0 "$d" "INFO: possible recursive locking"
+
+d=$(clean_run dma-api)
+echo '[    1.0] DMA-API: debugging enabled by kernel config' >> "$d/dmesg.txt"
+echo '[   12.5] DMA-API: edu_accel 0000:00:03.0: device driver has pending DMA allocations while released from device [count=1]' >> "$d/dmesg.txt"
+expect dma-api-debug fail 0 "$d" "DMA-API: edu_accel 0000:00:03.0: device driver has pending"
+
+d=$(clean_run dma-api-banner)
+echo '[    1.0] DMA-API: debugging enabled by kernel config' >> "$d/dmesg.txt"
+expect dma-api-banner-only pass 0 "$d"
+
+d=$(clean_run sleep-in-atomic)
+echo '[   12.5] BUG: sleeping function called from invalid context at mm/slab.h:742' >> "$d/dmesg.txt"
+expect sleep-in-atomic fail 0 "$d" "BUG: sleeping function called"
+
+d=$(clean_run kmemleak)
+printf 'unreferenced object 0xffff888004b3c000 (size 512):\n  comm "edu_vm_job", pid 77\n  backtrace:\n    [<0>] kmalloc_trace+0x26/0x90\n    [<0>] edu_ioctl_submit+0x1a/0x2b [edu_accel]\n' > "$d/kmemleak.txt"
+expect kmemleak-driver fail 0 "$d" "kmemleak: unreferenced object 0xffff888004b3c000 (size 512)"
+
+d=$(clean_run kmemleak-other)
+printf 'unreferenced object 0xffff888004b3c000 (size 64):\n  backtrace:\n    [<0>] acpi_os_allocate+0x1/0x2\n' > "$d/kmemleak.txt"
+expect kmemleak-not-ours pass 0 "$d"
+
 d=$(clean_run no-result); rm "$d/guest-result"
 expect missing-result fail 0 "$d" "did not finish"
 
@@ -105,7 +135,10 @@ sed -e 's/testsuites tests="3" failures="0"/testsuites tests="3" failures="1"/' 
 expect_summary xml-failure fail "$tmp/fail.xml" "FAILED Smoke.B"
 expect_summary xml-missing fail "$tmp/none.xml" "no GoogleTest report"
 sed 's/testsuites tests="3"/testsuites tests="0"/; s/skipped="1"/skipped="0"/; /result="skipped"/d' "$tmp/ok.xml" > "$tmp/empty.xml"
-expect_summary xml-no-tests fail "$tmp/empty.xml" "0 failed"
+expect_summary xml-no-tests fail "$tmp/empty.xml" "ran no test"
+# A driver that binds no device makes every test skip: that must not read as green.
+sed -e 's/result="completed"/result="skipped"/' -e 's/skipped="1"/skipped="3"/' "$tmp/ok.xml" > "$tmp/allskip.xml"
+expect_summary xml-all-skipped fail "$tmp/allskip.xml" "every test was skipped"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

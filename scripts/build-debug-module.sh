@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds edu_accel.ko against the debug kernel's tree (scripts/build-debug-kernel.sh) in
+# BUILD/kernel-debug: the sources are linked there, so the production build in kernel/ and
+# this one never share an object file.
+#
+# usage: scripts/build-debug-module.sh BUILD_DIR
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd -P)
+out=$1/kernel-debug
+dbg=$("$src/scripts/build-debug-kernel.sh")
+mkdir -p "$out/compat"
+for f in "$src"/kernel/*.[ch] "$src"/kernel/Kbuild; do
+	ln -sfn "$f" "$out/$(basename "$f")"
+done
+for f in "$src"/kernel/compat/*; do
+	ln -sfn "$f" "$out/compat/$(basename "$f")"
+done
+gen="$out/compat/generated/edu_accel_compat.h"
+if [ ! -f "$gen" ] || [ -n "$(find "$src/kernel/compat" -newer "$gen")" ]; then
+	mkdir -p "$(dirname "$gen")"
+	"$src/kernel/compat/probe.sh" "$dbg/linux" "$gen"
+fi
+# modpost cannot see the tree's exports without Module.symvers; the module still loads.
+make -C "$dbg/linux" M="$out" EDU_SRC="$src" W=1 modules
