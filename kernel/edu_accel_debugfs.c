@@ -8,6 +8,8 @@
  *   engine    - DMA engine counters and the jobs it holds
  *   queues    - every queue of every open file: submitted, completed, failed
  *   fault_drop_irqs - write N: the next N DMA interrupts are ignored (tests job timeouts)
+ *   fault_raise_irqs - write N: the device raises N stray DMA interrupts now (tests that an
+ *               interrupt only ends the transfer it belongs to)
  *   selftest  - reading it runs one DMA round trip RAM -> device -> RAM and verifies it
  */
 #include <drm/drm_debugfs.h>
@@ -54,6 +56,7 @@ static int engine_show(struct seq_file *m, void *unused)
 	seq_printf(m, "busy: %s\n", e->busy ? "yes" : "no");
 	seq_printf(m, "jobs_done: %llu\n", e->jobs_done);
 	seq_printf(m, "jobs_failed: %llu\n", e->jobs_failed);
+	seq_printf(m, "scrubs: %llu\n", e->scrubs);
 	seq_printf(m, "transfers: %llu\n", e->xfers);
 	seq_printf(m, "bytes: %llu\n", e->bytes);
 	seq_printf(m, "busy_ns: %llu\n", busy_ns);
@@ -167,6 +170,11 @@ static int edu_selftest_run(struct edu_accel_device *edev, struct seq_file *m)
 	if (!ret)
 		ret = edu_hw_dma_sync(edev, dst_dma, 0, len, true);
 	ns = ktime_to_ns(ktime_sub(ktime_get(), t0));
+	if (ret == -EBUSY) {
+		/* The device may still write them: leaking two pages beats corrupting memory. */
+		seq_puts(m, "FAIL transfer still running: buffers leaked\n");
+		return ret;
+	}
 	if (ret)
 		seq_printf(m, "FAIL dma error %d\n", ret);
 	else if (memcmp(src, dst, len))
@@ -201,6 +209,33 @@ static int selftest_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(selftest);
 
+static ssize_t fault_raise_irqs_write(struct file *f, const char __user *buf, size_t len,
+				      loff_t *pos)
+{
+	struct edu_accel_device *edev = file_inode(f)->i_private;
+	unsigned int n, i;
+	int idx, ret;
+
+	ret = kstrtouint_from_user(buf, len, 0, &n);
+	if (ret)
+		return ret;
+	if (n > 1000)
+		return -EINVAL;
+	if (!drm_dev_enter(&edev->drm, &idx))
+		return -ENODEV;
+	for (i = 0; i < n; i++)
+		edu_hw_raise_irq(edev, EDU_IRQ_DMA);
+	drm_dev_exit(idx);
+	return len;
+}
+
+static const struct file_operations fault_raise_irqs_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.write = fault_raise_irqs_write,
+	.llseek = noop_llseek,
+};
+
 /**
  * edu_accel_debugfs_init - create the driver's files in a DRM minor's debugfs directory
  * @minor: the minor being registered; DRM removes the directory with it
@@ -215,6 +250,8 @@ void edu_accel_debugfs_init(struct drm_minor *minor)
 	/* Fault injection: ignore the next N DMA interrupts (the job then times out). */
 	debugfs_create_atomic_t("fault_drop_irqs", 0600, minor->debugfs_root,
 				&edev->engine.drop_irqs);
+	debugfs_create_file("fault_raise_irqs", 0200, minor->debugfs_root, edev,
+			    &fault_raise_irqs_fops);
 	debugfs_create_file("pins", 0444, minor->debugfs_root, edev, &clients_fops);
 	debugfs_create_file("bos", 0400, minor->debugfs_root, edev, &bos_fops);
 	debugfs_create_file("selftest", 0400, minor->debugfs_root, edev, &selftest_fops);

@@ -98,7 +98,6 @@ EDU_GUARDED(edu_ioctl_bo_create)
 EDU_GUARDED(edu_ioctl_bo_userptr)
 EDU_GUARDED(edu_ioctl_bo_info)
 EDU_GUARDED(edu_ioctl_queue_create)
-EDU_GUARDED(edu_ioctl_queue_destroy)
 EDU_GUARDED(edu_ioctl_submit)
 
 static const struct drm_ioctl_desc edu_accel_ioctls[] = {
@@ -107,7 +106,11 @@ static const struct drm_ioctl_desc edu_accel_ioctls[] = {
 	EDU_IOCTL(BO_USERPTR, edu_ioctl_bo_userptr),
 	EDU_IOCTL(BO_INFO, edu_ioctl_bo_info),
 	EDU_IOCTL(QUEUE_CREATE, edu_ioctl_queue_create),
-	EDU_IOCTL(QUEUE_DESTROY, edu_ioctl_queue_destroy),
+	/*
+	 * Not guarded: it touches no register, and it may sleep until the queue's jobs reached
+	 * the engine, which must not hold up drm_dev_unplug().
+	 */
+	DRM_IOCTL_DEF_DRV(EDU_ACCEL_QUEUE_DESTROY, edu_ioctl_queue_destroy, DRM_RENDER_ALLOW),
 	EDU_IOCTL(SUBMIT, edu_ioctl_submit),
 };
 
@@ -152,12 +155,10 @@ static int edu_accel_open(struct drm_device *drm, struct drm_file *file)
 	return ret;
 }
 
+/* The per-file state (and through it the client) lives on while queues hold jobs. */
 static void edu_accel_postclose(struct drm_device *drm, struct drm_file *file)
 {
-	struct edu_client *client = edu_file_client(file);
-
 	edu_file_close(file);
-	edu_client_put(client);
 }
 
 DEFINE_DRM_GEM_FOPS(edu_accel_fops);
@@ -274,10 +275,13 @@ static void edu_accel_remove(struct pci_dev *pdev)
 
 	drm_dev_unplug(&edev->drm);
 	/*
-	 * Jobs of closed files may still be on the engine: the transfer in flight ends (IRQs
-	 * still work), jobs not started fail with -ENODEV, then finished jobs are freed.
+	 * Jobs may still be on the engine: the transfer in flight ends (IRQs still work), the
+	 * rest fail with -ENODEV. Only once the device can no longer reach memory (bus
+	 * mastering off) do fences signal and buffers lose their mappings.
 	 */
+	edu_engine_stop(edev);
 	edu_engine_fini(edev);
+	edu_bo_unmap_all(edev);
 	edu_sched_drain(edev);
 }
 

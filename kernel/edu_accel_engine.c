@@ -8,10 +8,17 @@
  * work is queued. A job ends when its last transfer's interrupt arrives: the engine writes the
  * queue's completion slot (read by userspace without a syscall), then signals the job's
  * hardware fence.
+ *
+ * The device buffer belongs to the client whose job last used it: before a job of another
+ * client moves a byte, the engine clears the buffer with one transfer from a zeroed page, so
+ * no file can read (or build on) bytes another file left there.
  */
 #include <drm/drm_drv.h>
 #include <drm/drm_print.h>
 #include <linux/dma-fence.h>
+#include <linux/dma-fence-chain.h>
+#include <linux/dma-fence-unwrap.h>
+#include <linux/dma-mapping.h>
 #include <linux/iopoll.h>
 #include <linux/ktime.h>
 #include <linux/scatterlist.h>
@@ -138,10 +145,17 @@ static void edu_job_complete(struct edu_accel_device *edev, struct edu_job *job,
 	struct drm_edu_accel_completion *slot = job->queue->slot;
 	struct dma_fence *fence = job->hw_fence;
 
+	/* The device is done with the buffers: hand them back before anyone hears of it. */
+	edu_job_sync_for_cpu(edev, job);
 	if (error) {
 		WRITE_ONCE(slot->failed, job->seqno);
 		WRITE_ONCE(slot->error, error);
 		dma_fence_set_error(fence, error);
+		/*
+		 * 6.1's scheduler does not pass the hardware fence's error on to the finished
+		 * fence, which is what syncobjs and sync_files carry: set it there too.
+		 */
+		dma_fence_set_error(&job->base.s_fence->finished, error);
 		e->jobs_failed++;
 	} else {
 		e->jobs_done++;
@@ -167,6 +181,52 @@ static void edu_engine_set_busy(struct edu_engine *e, bool busy)
 	e->busy = busy;
 }
 
+/*
+ * Whether an in-sync failed: a timeline point's own fence, or what it unwraps to. Called
+ * when the job reaches the head of the engine, where every earlier job has ended; read
+ * without the fences' locks (an error is set before the signalled bit).
+ */
+static bool edu_fence_failed(struct dma_fence *fence)
+{
+	struct dma_fence_unwrap iter;
+	struct dma_fence *f;
+
+	dma_fence_unwrap_for_each(f, &iter, dma_fence_chain_contained(fence)) {
+		if (test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &f->flags) && READ_ONCE(f->error) < 0)
+			return true;
+	}
+	return false;
+}
+
+/* First look at a job at the head: one whose input failed would copy bytes nobody made. */
+static void edu_job_start(struct edu_job *job)
+{
+	u32 i;
+
+	job->started = true;
+	for (i = 0; i < job->nin && !job->error; i++)
+		if (edu_fence_failed(job->in_fences[i]))
+			job->error = -ECANCELED;
+}
+
+/* Clears the device buffer (all of it a transfer can reach) for a job of client @owner. */
+static void edu_engine_scrub(struct edu_accel_device *edev, u64 owner)
+{
+	struct edu_engine *e = &edev->engine;
+	struct edu_xfer x = {
+		.ram = e->zero_dma,
+		.dev_off = 0,
+		.len = EDU_MAX_XFER,
+		.to_ram = false,
+	};
+
+	edu_engine_set_busy(e, true);
+	e->inflight = x.len;
+	e->scrubbing = true;
+	e->scrub_for = owner;
+	edu_hw_start_xfer(edev, &x);
+}
+
 /* Starts the next transfer of the first runnable job; completes jobs with nothing left. */
 static void edu_engine_kick_locked(struct edu_accel_device *edev)
 {
@@ -178,8 +238,14 @@ static void edu_engine_kick_locked(struct edu_accel_device *edev)
 	if (e->busy || e->reserved)
 		return;
 	while ((job = list_first_entry_or_null(&e->jobs, struct edu_job, engine_link))) {
-		if (drm_dev_is_unplugged(&edev->drm) && !job->error)
+		if (!job->started)
+			edu_job_start(job);
+		if ((e->lost || drm_dev_is_unplugged(&edev->drm)) && !job->error)
 			job->error = -ENODEV;
+		if (!job->error && job->owner != e->owner) {
+			edu_engine_scrub(edev, job->owner);
+			return;
+		}
 		if (!job->error && edu_job_next_xfer(job, &x)) {
 			edu_engine_set_busy(e, true);
 			e->inflight = x.len;
@@ -199,21 +265,20 @@ static void edu_engine_kick_locked(struct edu_accel_device *edev)
  * @edev: the device
  * @job: the job; job->error set means "complete it, in order, with that error"
  *
- * Return: the hardware fence, with a reference for the caller, or an ERR_PTR.
+ * Return: the hardware fence, with a reference for the caller.
  */
 struct dma_fence *edu_engine_push(struct edu_accel_device *edev, struct edu_job *job)
 {
 	struct edu_engine *e = &edev->engine;
-	struct dma_fence *fence;
+	struct dma_fence *fence = job->hw_fence_mem;
 	unsigned long flags;
 
-	fence = kzalloc(sizeof(*fence), GFP_KERNEL);
-	if (!fence)
-		return ERR_PTR(-ENOMEM);
+	/* Allocated at SUBMIT: the fence-signalling path must not allocate. */
+	job->hw_fence_mem = NULL;
 	spin_lock_irqsave(&e->lock, flags);
 	dma_fence_init(fence, &edu_fence_ops, &e->lock, e->fence_ctx, ++e->fence_seqno);
 	job->hw_fence = dma_fence_get(fence);
-	job->progress = e->xfers;
+	job->progress = e->xfers + e->scrubs;
 	list_add_tail(&job->engine_link, &e->jobs);
 	edu_engine_kick_locked(edev);
 	spin_unlock_irqrestore(&e->lock, flags);
@@ -235,13 +300,31 @@ void edu_engine_irq(struct edu_accel_device *edev)
 	spin_lock(&e->lock);
 	if (!e->busy)
 		goto out;	/* late interrupt of a transfer already given up */
+	/*
+	 * edu has no transfer tag: a late interrupt of a transfer given up by the timeout
+	 * handler can arrive while the next transfer runs. The one in flight has ended only
+	 * once the device cleared its start bit.
+	 */
+	if (!edu_hw_dma_idle(edev))
+		goto out;
 	if (atomic_dec_if_positive(&e->drop_irqs) >= 0)
 		goto out;	/* fault injection: behave as if it never came */
+	if (e->scrubbing) {
+		e->scrubbing = false;
+		e->owner = e->scrub_for;
+		e->scrubs++;
+		edu_engine_set_busy(e, false);
+		edu_engine_kick_locked(edev);
+		goto out;
+	}
 	job = list_first_entry(&e->jobs, struct edu_job, engine_link);
 	e->xfers++;
 	e->bytes += e->inflight;
 	trace_edu_xfer_done(job->queue->id, job->seqno);
-	if (edu_job_next_xfer(job, &x)) {
+	/* Unplugged: end the job at this transfer rather than run the rest of it. */
+	if (drm_dev_is_unplugged(&edev->drm) && !job->error)
+		job->error = -ENODEV;
+	if (!job->error && edu_job_next_xfer(job, &x)) {
 		trace_edu_xfer_start(job->queue->id, job->seqno, x.ram, x.dev_off, x.len,
 				     x.to_ram);
 		edu_hw_start_xfer(edev, &x);
@@ -250,7 +333,7 @@ void edu_engine_irq(struct edu_accel_device *edev)
 	}
 	edu_engine_set_busy(e, false);
 	list_del_init(&job->engine_link);
-	edu_job_complete(edev, job, 0);
+	edu_job_complete(edev, job, job->error);
 	edu_engine_kick_locked(edev);
 out:
 	spin_unlock(&e->lock);
@@ -262,7 +345,10 @@ out:
  * @job: the oldest job the scheduler is waiting for
  *
  * A job that moved since the last look is slow, not stuck (a large copy on a slow machine).
- * One that did not is failed with -ETIMEDOUT so that the jobs behind it run.
+ * One that did not, while the device is idle (its interrupt was lost), is failed with
+ * -ETIMEDOUT so that the jobs behind it run. While the device still runs a transfer the job
+ * is not failed: its fence must not signal while the device may write its memory. A device
+ * that reads all-ones is gone: no DMA can come from it, so its jobs fail with -ENODEV.
  *
  * Return: true when the job was failed now.
  */
@@ -271,27 +357,40 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	struct edu_engine *e = &edev->engine;
 	unsigned long flags;
 	bool failed = false;
-	int idx;
-	u32 cmd;
+	int idx, ret = 0, error;
+	u32 cmd = 0;
 
 	/* A transfer really in flight ends within edu's 100 ms; let it before giving up. */
-	if (drm_dev_enter(&edev->drm, &idx)) {
-		edu_hw_wait_idle(edev, 500 * USEC_PER_MSEC, &cmd);
+	if (!READ_ONCE(e->lost) && drm_dev_enter(&edev->drm, &idx)) {
+		ret = edu_hw_wait_idle(edev, 500 * USEC_PER_MSEC, &cmd);
 		drm_dev_exit(idx);
 	}
 
 	spin_lock_irqsave(&e->lock, flags);
+	if (ret && cmd == ~0u && !e->lost) {
+		drm_err(&edev->drm, "device reads all-ones: lost\n");
+		e->lost = true;
+	}
 	if (list_first_entry_or_null(&e->jobs, struct edu_job, engine_link) != job)
 		goto out;	/* finished meanwhile, or still behind another job */
-	if (e->xfers != job->progress) {
-		job->progress = e->xfers;
+	if (ret && !e->lost) {
+		drm_notice(&edev->drm, "queue %u job %llu: transfer still running after 500 ms\n",
+			   job->queue->id, job->seqno);
 		goto out;
 	}
-	drm_notice(&edev->drm, "queue %u job %llu made no progress: failing it\n",
-		   job->queue->id, job->seqno);
+	if (!e->lost && e->xfers + e->scrubs != job->progress) {
+		job->progress = e->xfers + e->scrubs;
+		goto out;
+	}
+	error = e->lost ? -ENODEV : -ETIMEDOUT;
+	drm_notice(&edev->drm, "queue %u job %llu made no progress: failing it (%d)\n",
+		   job->queue->id, job->seqno, error);
 	edu_engine_set_busy(e, false);
+	/* Whatever the device did with its buffer is unknown now. */
+	e->scrubbing = false;
+	e->owner = 0;
 	list_del_init(&job->engine_link);
-	edu_job_complete(edev, job, -ETIMEDOUT);
+	edu_job_complete(edev, job, error);
 	edu_engine_kick_locked(edev);
 	failed = true;
 out:
@@ -329,6 +428,7 @@ void edu_engine_unreserve(struct edu_accel_device *edev)
 
 	spin_lock_irq(&e->lock);
 	e->reserved = false;
+	e->owner = 0;	/* the self test's bytes are in the buffer */
 	edu_engine_kick_locked(edev);
 	spin_unlock_irq(&e->lock);
 }
@@ -337,12 +437,17 @@ void edu_engine_unreserve(struct edu_accel_device *edev)
  * edu_engine_init - set up the engine of a device
  * @edev: the device
  *
- * Return: 0.
+ * Return: 0 or -ENOMEM.
  */
 int edu_engine_init(struct edu_accel_device *edev)
 {
 	struct edu_engine *e = &edev->engine;
 
+	/* Coherent, so the device always reads the zeroes: no sync needed around a scrub. */
+	e->zero = dmam_alloc_coherent(&edev->pdev->dev, EDU_DEV_BUF_SIZE, &e->zero_dma,
+				      GFP_KERNEL);
+	if (!e->zero)
+		return -ENOMEM;
 	spin_lock_init(&e->lock);
 	INIT_LIST_HEAD(&e->jobs);
 	init_waitqueue_head(&e->idle);
@@ -351,7 +456,24 @@ int edu_engine_init(struct edu_accel_device *edev)
 }
 
 /**
- * edu_engine_fini - the device is going away: let queued work drain, fail what remains
+ * edu_engine_stop - the device is unplugged: wait for the transfer in flight, then take bus
+ * mastering away, so that no DMA can reach memory once jobs fail and buffers are unpinned
+ * @edev: the device
+ */
+void edu_engine_stop(struct edu_accel_device *edev)
+{
+	struct edu_engine *e = &edev->engine;
+	u32 cmd;
+
+	/* Jobs not started fail at once; a running one ends at its current transfer. */
+	wait_event_timeout(e->idle, list_empty(&e->jobs), 10 * HZ);
+	if (!READ_ONCE(e->lost) && edu_hw_wait_idle(edev, 2 * USEC_PER_SEC, &cmd) && cmd != ~0u)
+		drm_err(&edev->drm, "DMA still running at removal (cmd 0x%x)\n", cmd);
+	pci_clear_master(edev->pdev);
+}
+
+/**
+ * edu_engine_fini - the device is going away: fail what remains (after edu_engine_stop())
  * @edev: the device
  */
 void edu_engine_fini(struct edu_accel_device *edev)
@@ -359,9 +481,9 @@ void edu_engine_fini(struct edu_accel_device *edev)
 	struct edu_engine *e = &edev->engine;
 	struct edu_job *job, *tmp;
 
-	wait_event_timeout(e->idle, list_empty(&e->jobs), 30 * HZ);
 	spin_lock_irq(&e->lock);
 	edu_engine_set_busy(e, false);
+	e->scrubbing = false;
 	list_for_each_entry_safe(job, tmp, &e->jobs, engine_link) {
 		list_del_init(&job->engine_link);
 		edu_job_complete(edev, job, -ENODEV);

@@ -3,23 +3,27 @@
  * edu_accel buffer objects: host memory pinned and DMA-mapped for the device.
  *
  * Two kinds share one object type and one mapping path:
- *  - BO_CREATE: shmem pages the driver allocates and holds (cudaHostAlloc), mmap-able;
- *  - BO_USERPTR: a range of the caller's memory pinned with FOLL_LONGTERM (cudaHostRegister),
- *    charged to RLIMIT_MEMLOCK like the RDMA core's ib_umem_get().
+ *  - BO_CREATE: pages the driver allocates where the device can reach them and holds
+ *    (cudaHostAlloc), mmap-able;
+ *  - BO_USERPTR: a range of the caller's memory pinned with FOLL_LONGTERM (cudaHostRegister).
+ * Both are charged to the caller's RLIMIT_MEMLOCK like the RDMA core's ib_umem_get().
  * Every DMA address is checked against the device mask before the device can see it: edu
  * silently truncates addresses it cannot reach.
+ *
+ * Mappings are made with DMA_ATTR_SKIP_CPU_SYNC: ownership passes to the device and back
+ * around each job (edu_accel_job.c), for the ranges the job uses.
  */
 #include <drm/drm_drv.h>
 #include <drm/drm_file.h>
 #include <drm/drm_gem.h>
 #include <drm/drm_print.h>
 #include <drm/drm_vma_manager.h>
-#include <linux/dma-direct.h>
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
 #include <linux/pagemap.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/hugetlb_inline.h>
 #include <linux/shmem_fs.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -34,7 +38,8 @@
 
 /*
  * Without a translating IOMMU, dma-direct would hand out the physical address (and on 6.1
- * WARN before failing); check every run against the mask ourselves first.
+ * WARN before failing); check every run against the mask ourselves first. On x86, the only
+ * platform edu exists on, bus addresses without an IOMMU are physical addresses.
  */
 static int edu_bo_check_direct(struct edu_accel_device *edev, struct edu_bo *bo)
 {
@@ -43,7 +48,7 @@ static int edu_bo_check_direct(struct edu_accel_device *edev, struct edu_bo *bo)
 	int i;
 
 	for_each_sgtable_sg(&bo->sgt, sg, i) {
-		dma_addr_t addr = phys_to_dma(dev, sg_phys(sg));
+		dma_addr_t addr = sg_phys(sg);
 
 		if (!edu_range_reachable(edev, addr, sg->length)) {
 			/* One line per refused buffer: the caller only sees -ERANGE. */
@@ -87,7 +92,7 @@ static int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
 		if (ret)
 			goto free_table;
 	}
-	ret = dma_map_sgtable(dev, &bo->sgt, bo->dir, 0);
+	ret = dma_map_sgtable(dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
 	if (ret)
 		goto free_table;
 	ret = edu_bo_check_mapped(edev, bo);
@@ -97,19 +102,33 @@ static int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
 	return 0;
 
 unmap:
-	dma_unmap_sgtable(dev, &bo->sgt, bo->dir, 0);
+	dma_unmap_sgtable(dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
 free_table:
 	sg_free_table(&bo->sgt);
 	return ret;
 }
 
-static void edu_bo_dma_unmap(struct edu_accel_device *edev, struct edu_bo *bo)
+/* Called with the device's obj_lock held once the BO is published (see edu_bo_unmap_all()). */
+static void edu_bo_dma_unmap_locked(struct edu_accel_device *edev, struct edu_bo *bo)
 {
 	if (bo->mapped)
-		dma_unmap_sgtable(&edev->pdev->dev, &bo->sgt, bo->dir, 0);
+		dma_unmap_sgtable(&edev->pdev->dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
 	bo->mapped = false;
-	if (bo->sgt.sgl)
-		sg_free_table(&bo->sgt);
+}
+
+/**
+ * edu_bo_unmap_all - the device is unbound: tear down every BO's DMA mapping now, not when
+ * userspace lets go of the BO (the device the mappings were made for is gone)
+ * @edev: the device, whose engine is stopped
+ */
+void edu_bo_unmap_all(struct edu_accel_device *edev)
+{
+	struct edu_bo *bo;
+
+	mutex_lock(&edev->obj_lock);
+	list_for_each_entry(bo, &edev->bos, dev_link)
+		edu_bo_dma_unmap_locked(edev, bo);
+	mutex_unlock(&edev->obj_lock);
 }
 
 static int edu_charge_locked_vm(struct mm_struct *mm, unsigned long npages)
@@ -124,19 +143,30 @@ static int edu_charge_locked_vm(struct mm_struct *mm, unsigned long npages)
 	return 0;
 }
 
+static void edu_bo_uncharge(struct edu_bo *bo)
+{
+	if (!bo->mm)
+		return;
+	if (bo->charged)
+		atomic64_sub(bo->npages, &bo->mm->pinned_vm);
+	mmdrop(bo->mm);
+	bo->mm = NULL;
+}
+
 static void edu_bo_release_pages(struct edu_bo *bo)
 {
+	unsigned long i;
+
 	if (!bo->pages)
 		return;
 	if (bo->flags & EDU_ACCEL_BO_INFO_USERPTR) {
 		unpin_user_pages_dirty_lock(bo->pages, bo->npages,
 					    !(bo->flags & EDU_ACCEL_BO_INFO_READONLY));
-		atomic64_sub(bo->npages, &bo->mm->pinned_vm);
-		mmdrop(bo->mm);
-		kvfree(bo->pages);
 	} else {
-		drm_gem_put_pages(&bo->base, bo->pages, true, true);
+		for (i = 0; i < bo->npages && bo->pages[i]; i++)
+			__free_page(bo->pages[i]);
 	}
+	kvfree(bo->pages);
 	bo->pages = NULL;
 }
 
@@ -145,19 +175,42 @@ static void edu_bo_free(struct drm_gem_object *obj)
 	struct edu_bo *bo = to_edu_bo(obj);
 	struct edu_accel_device *edev = to_edu(obj->dev);
 
-	/* Only published BOs (see edu_bo_publish()) have a client, a list entry and a charge. */
+	/* Only published BOs (see edu_bo_publish()) have a client and a list entry. */
 	if (bo->client) {
 		mutex_lock(&edev->obj_lock);
 		list_del(&bo->dev_link);
+		edu_bo_dma_unmap_locked(edev, bo);
 		mutex_unlock(&edev->obj_lock);
 		atomic64_sub((u64)bo->npages << PAGE_SHIFT, &edev->pinned_bytes);
 		atomic64_sub((u64)bo->npages << PAGE_SHIFT, &bo->client->pinned_bytes);
 		edu_client_put(bo->client);
+	} else {
+		edu_bo_dma_unmap_locked(edev, bo);
 	}
-	edu_bo_dma_unmap(edev, bo);
+	if (bo->sgt.sgl)
+		sg_free_table(&bo->sgt);
 	edu_bo_release_pages(bo);
+	edu_bo_uncharge(bo);
 	drm_gem_object_release(obj);
 	kfree(bo);
+}
+
+/*
+ * Pages are inserted on first touch, so a mapping survives MADV_DONTNEED (the next access
+ * faults the same page back in) instead of raising SIGBUS.
+ */
+static vm_fault_t edu_bo_fault(struct vm_fault *vmf)
+{
+	struct drm_gem_object *obj = vmf->vma->vm_private_data;
+	struct edu_bo *bo = to_edu_bo(obj);
+	struct page *page;
+
+	if (vmf->pgoff >= bo->npages)
+		return VM_FAULT_SIGBUS;
+	page = bo->pages[vmf->pgoff];
+	get_page(page);
+	vmf->page = page;
+	return 0;
 }
 
 static int edu_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
@@ -175,11 +228,16 @@ static int edu_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
 		vma->vm_flags &= ~VM_MAYWRITE;
 	}
 	vma->vm_pgoff -= drm_vma_node_start(&obj->vma_node);
-	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
-	return vm_map_pages(vma, bo->pages, bo->npages);
+	/*
+	 * VM_DONTCOPY: a child does not inherit pinned memory shared with the parent (its
+	 * writes would land in the parent's blocks), as RDMA does for registered memory.
+	 */
+	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY;
+	return 0;
 }
 
 static const struct vm_operations_struct edu_bo_vm_ops = {
+	.fault = edu_bo_fault,
 	.open = drm_gem_vm_open,
 	.close = drm_gem_vm_close,
 };
@@ -205,12 +263,64 @@ static void edu_bo_publish(struct edu_accel_device *edev, struct edu_client *cli
 	mutex_unlock(&edev->obj_lock);
 }
 
+/*
+ * One zeroed page the device can reach. Without an IOMMU and with a mask narrower than RAM,
+ * as dma-direct does: ZONE_DMA32 first, and ZONE_DMA once DMA32 handed out a page above the
+ * mask (*low is then set for the rest of the BO).
+ */
+static struct page *edu_alloc_reachable_page(struct edu_accel_device *edev, bool limited,
+					     bool *low)
+{
+	const gfp_t gfp = GFP_USER | __GFP_ZERO | __GFP_ACCOUNT | __GFP_NOWARN;
+	struct page *page;
+
+	if (!limited)
+		return alloc_page(gfp);
+	if (!*low) {
+		page = alloc_page(gfp | __GFP_DMA32);
+		if (!page || edu_range_reachable(edev, page_to_phys(page), PAGE_SIZE))
+			return page;
+		__free_page(page);
+		*low = true;
+	}
+	page = alloc_page(gfp | GFP_DMA);
+	if (page && !edu_range_reachable(edev, page_to_phys(page), PAGE_SIZE)) {
+		__free_page(page);
+		page = NULL;
+	}
+	return page;
+}
+
+static int edu_bo_alloc_pages(struct edu_accel_device *edev, struct edu_bo *bo)
+{
+	bool limited = !edev->iommu && !bo->readonly_map &&
+		       dma_addressing_limited(&edev->pdev->dev);
+	bool low = false;
+	unsigned long i;
+
+	bo->pages = kvcalloc(bo->npages, sizeof(*bo->pages), GFP_KERNEL_ACCOUNT);
+	if (!bo->pages)
+		return -ENOMEM;
+	for (i = 0; i < bo->npages; i++) {
+		bo->pages[i] = edu_alloc_reachable_page(edev, limited, &low);
+		if (!bo->pages[i])
+			return -ENOMEM;	/* the free callback releases what was allocated */
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		cond_resched();
+	}
+	return 0;
+}
+
 /**
  * edu_bo_create - allocate zeroed, pinned, DMA-mapped pages
  * @edev: the device
- * @client: who is charged
+ * @client: who is accounted
  * @size: bytes, 1..EDU_MAX_BO_SIZE (rounded up to pages)
- * @readonly_map: forbid writable user mappings (pages only the driver writes)
+ * @readonly_map: the completion page: written by the driver only, never mapped for the
+ *	device, mappable by userspace read-only, charged to no limit
+ *
+ * Other BOs are charged to the calling process's RLIMIT_MEMLOCK, as BO_USERPTR is.
  *
  * Return: the BO with one reference, or an ERR_PTR.
  */
@@ -218,39 +328,38 @@ struct edu_bo *edu_bo_create(struct edu_accel_device *edev, struct edu_client *c
 			     u64 size, bool readonly_map)
 {
 	struct edu_bo *bo;
-	struct page **pages;
 	int ret;
 
 	if (!size || size > EDU_MAX_BO_SIZE)
 		return ERR_PTR(-EINVAL);
 	size = PAGE_ALIGN(size);
-	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+	bo = kzalloc(sizeof(*bo), GFP_KERNEL_ACCOUNT);
 	if (!bo)
 		return ERR_PTR(-ENOMEM);
 	bo->base.funcs = &edu_bo_funcs;
-	ret = drm_gem_object_init(&edev->drm, &bo->base, size);
-	if (ret) {
-		kfree(bo);
-		return ERR_PTR(ret);
-	}
+	drm_gem_private_object_init(&edev->drm, &bo->base, size);
 	bo->dir = DMA_BIDIRECTIONAL;
 	bo->size = size;
+	bo->npages = size >> PAGE_SHIFT;
 	bo->readonly_map = readonly_map;
 
-	/* Pages held for the device's sake must not sit in ZONE_MOVABLE. */
-	mapping_set_gfp_mask(bo->base.filp->f_mapping, GFP_HIGHUSER);
-	pages = drm_gem_get_pages(&bo->base);
-	if (IS_ERR(pages)) {
-		ret = PTR_ERR(pages);
-		goto put;
+	if (!readonly_map) {
+		bo->mm = current->mm;
+		mmgrab(bo->mm);
+		ret = edu_charge_locked_vm(bo->mm, bo->npages);
+		if (ret)
+			goto put;
+		bo->charged = true;
 	}
-	bo->pages = pages;
-	bo->npages = size >> PAGE_SHIFT;
-	bo->vaddr = page_address(pages[0]);
-
-	ret = edu_bo_dma_map(edev, bo);
+	ret = edu_bo_alloc_pages(edev, bo);
 	if (ret)
 		goto put;
+	bo->vaddr = page_address(bo->pages[0]);
+	if (!readonly_map) {
+		ret = edu_bo_dma_map(edev, bo);
+		if (ret)
+			goto put;
+	}
 	ret = drm_gem_create_mmap_offset(&bo->base);
 	if (ret)
 		goto put;
@@ -259,7 +368,7 @@ struct edu_bo *edu_bo_create(struct edu_accel_device *edev, struct edu_client *c
 	return bo;
 
 put:
-	/* The free callback undoes whatever was done; pages is NULL unless they are held. */
+	/* The free callback undoes whatever was done. */
 	drm_gem_object_put(&bo->base);
 	return ERR_PTR(ret);
 }
@@ -299,26 +408,55 @@ int edu_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *fil
 	return ret;
 }
 
+/*
+ * A long-term pin of a file's page cache for writing stays away from the filesystem's
+ * writeback (the page can be written while "clean"): refused like io_uring refuses it.
+ * Anonymous, shmem/tmpfs and hugetlbfs memory are fine.
+ */
+static int edu_check_vmas(struct mm_struct *mm, unsigned long start, unsigned long end,
+			  bool write)
+{
+	struct vm_area_struct *vma;
+	VMA_ITERATOR(vmi, mm, start);
+
+	if (!write)
+		return 0;
+	for_each_vma_range(vmi, vma, end) {
+		if (vma->vm_file && !is_vm_hugetlb_page(vma) &&
+		    !shmem_mapping(vma->vm_file->f_mapping))
+			return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
 static int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
 {
 	unsigned int gup = FOLL_LONGTERM;
+	bool write = !(bo->flags & EDU_ACCEL_BO_INFO_READONLY);
 	unsigned long pinned = 0;
 	int ret;
 
-	if (!(bo->flags & EDU_ACCEL_BO_INFO_READONLY))
+	if (write)
 		gup |= FOLL_WRITE;
-	while (pinned < bo->npages) {
+	/* The check and the pins see the same mappings: both under the mmap lock. */
+	mmap_read_lock(bo->mm);
+	ret = edu_check_vmas(bo->mm, start, start + (bo->npages << PAGE_SHIFT), write);
+	while (!ret && pinned < bo->npages) {
 		unsigned long n = min_t(unsigned long, bo->npages - pinned, EDU_PIN_BATCH);
+		long got = pin_user_pages(start + (pinned << PAGE_SHIFT), n, gup,
+					  bo->pages + pinned, NULL);
 
-		ret = pin_user_pages_fast(start + (pinned << PAGE_SHIFT), n, gup,
-					  bo->pages + pinned);
-		if (ret <= 0) {
-			unpin_user_pages(bo->pages, pinned);
-			return ret ? ret : -EFAULT;
-		}
-		pinned += ret;
+		if (got <= 0)
+			ret = got ? got : -EFAULT;
+		else
+			pinned += got;
+		if (!ret && fatal_signal_pending(current))
+			ret = -EINTR;
 	}
-	return 0;
+	mmap_read_unlock(bo->mm);
+	if (ret)
+		unpin_user_pages(bo->pages, pinned);
+	return ret;
 }
 
 int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *file)
@@ -343,7 +481,7 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 
 	start = args->user_ptr & PAGE_MASK;
 	end = PAGE_ALIGN(args->user_ptr + args->size);
-	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+	bo = kzalloc(sizeof(*bo), GFP_KERNEL_ACCOUNT);
 	if (!bo)
 		return -ENOMEM;
 	bo->flags = EDU_ACCEL_BO_INFO_USERPTR;
@@ -360,7 +498,8 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 	ret = edu_charge_locked_vm(bo->mm, bo->npages);
 	if (ret)
 		goto drop_mm;
-	bo->pages = kvmalloc_array(bo->npages, sizeof(*bo->pages), GFP_KERNEL);
+	bo->charged = true;
+	bo->pages = kvmalloc_array(bo->npages, sizeof(*bo->pages), GFP_KERNEL_ACCOUNT);
 	if (!bo->pages) {
 		ret = -ENOMEM;
 		goto uncharge;

@@ -15,7 +15,7 @@ struct drm_file;
  * @base: GEM object; its reference count is the BO's lifetime
  * @client: accounting of the file that created it (outlives the file while the BO lives)
  * @dev_link: entry in &edu_accel_device.bos, for debugfs
- * @pages: the pinned pages (BO_CREATE: shmem pages held by reference; userptr: FOLL_PIN)
+ * @pages: the pinned pages (BO_CREATE: pages the driver allocated; userptr: FOLL_PIN)
  * @npages: entries of @pages
  * @sgt: scatter-gather table over @pages, DMA-mapped while @mapped
  * @mapped: @sgt is mapped for the device
@@ -24,7 +24,9 @@ struct drm_file;
  * @size: usable bytes
  * @offset: offset of byte 0 in the first page (userptr ranges need not be page aligned)
  * @user_ptr: registered start address (userptr)
- * @mm: mm charged with the pinned pages (userptr), held with mmgrab()
+ * @mm: mm charged with the pages (RLIMIT_MEMLOCK), held with mmgrab(); NULL for the
+ *	completion page
+ * @charged: @npages are counted in @mm's pinned_vm
  * @vaddr: kernel address of page 0 for driver-written pages (the completion page)
  * @readonly_map: userspace may map it only without write access
  */
@@ -42,6 +44,7 @@ struct edu_bo {
 	u32 offset;
 	u64 user_ptr;
 	struct mm_struct *mm;
+	bool charged;
 	void *vaddr;
 	bool readonly_map;
 };
@@ -57,6 +60,8 @@ static inline struct edu_bo *to_edu_bo(struct drm_gem_object *obj)
 struct edu_bo *edu_bo_create(struct edu_accel_device *edev, struct edu_client *client,
 			     u64 size, bool readonly_map);
 struct edu_bo *edu_bo_lookup(struct drm_file *file, u32 handle);
+
+void edu_bo_unmap_all(struct edu_accel_device *edev);
 
 int edu_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *file);
 int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *file);

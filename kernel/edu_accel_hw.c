@@ -71,6 +71,11 @@ irqreturn_t edu_hw_irq(int irq, void *arg)
 
 	if (!status)
 		return IRQ_NONE;
+	/* A device that left the bus (surprise removal) reads all-ones: it raised nothing. */
+	if (status == ~0u) {
+		WRITE_ONCE(edev->engine.lost, true);
+		return IRQ_NONE;
+	}
 	edu_wr(edev, EDU_REG_IRQ_ACK, status);
 	atomic64_inc(&edev->irq_count);
 	if (status & EDU_IRQ_DMA) {
@@ -123,6 +128,27 @@ int edu_hw_wait_idle(struct edu_accel_device *edev, u64 timeout_us, u32 *cmd)
 }
 
 /**
+ * edu_hw_raise_irq - make the device raise an interrupt with @status (fault injection)
+ * @edev: the device
+ * @status: EDU_IRQ_* bits
+ */
+void edu_hw_raise_irq(struct edu_accel_device *edev, u32 status)
+{
+	edu_wr(edev, EDU_REG_IRQ_RAISE, status);
+}
+
+/**
+ * edu_hw_dma_idle - whether no DMA transfer runs (false for a device that reads all-ones)
+ * @edev: the device
+ *
+ * Return: true when the device's start bit is clear.
+ */
+bool edu_hw_dma_idle(struct edu_accel_device *edev)
+{
+	return !(edu_rd(edev, EDU_REG_DMA_CMD) & EDU_DMA_CMD_START);
+}
+
+/**
  * edu_hw_dma_sync - run one DMA transfer and wait for its interrupt (self test only; the
  * caller has reserved the engine)
  * @edev: the device
@@ -132,7 +158,8 @@ int edu_hw_wait_idle(struct edu_accel_device *edev, u64 timeout_us, u32 *cmd)
  * @to_ram: direction (device buffer -> RAM when true)
  *
  * Return: 0, -EINVAL for a transfer edu would refuse, -ERANGE for an address past the DMA
- * mask, -ETIMEDOUT when no completion interrupt came.
+ * mask, -ETIMEDOUT when no completion interrupt came but the device is idle, -EBUSY when the
+ * transfer may still be running (the RAM side must then not be freed).
  */
 int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, u32 len,
 		    bool to_ram)
@@ -149,8 +176,12 @@ int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, 
 	reinit_completion(&edev->dma_done);
 	edu_program(edev, ram, dev_off, len, to_ram);
 	if (!wait_for_completion_timeout(&edev->dma_done,
-					 msecs_to_jiffies(EDU_DMA_TIMEOUT_MS)))
-		ret = -ETIMEDOUT;
+					 msecs_to_jiffies(EDU_DMA_TIMEOUT_MS))) {
+		u32 cmd;
+
+		/* Lost interrupt, or a transfer still running: the caller needs to know which. */
+		ret = edu_hw_wait_idle(edev, 1000 * USEC_PER_MSEC, &cmd) ? -EBUSY : -ETIMEDOUT;
+	}
 	mutex_unlock(&edev->dma_lock);
 	return ret;
 }

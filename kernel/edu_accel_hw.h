@@ -40,6 +40,8 @@ struct edu_xfer;
 
 int edu_hw_init(struct edu_accel_device *edev);
 void edu_hw_start_xfer(struct edu_accel_device *edev, const struct edu_xfer *x);
+bool edu_hw_dma_idle(struct edu_accel_device *edev);
+void edu_hw_raise_irq(struct edu_accel_device *edev, u32 status);
 int edu_hw_wait_idle(struct edu_accel_device *edev, u64 timeout_us, u32 *cmd);
 irqreturn_t edu_hw_irq(int irq, void *arg);
 int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, u32 len,

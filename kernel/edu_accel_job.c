@@ -15,6 +15,7 @@
 #include <drm/drm_syncobj.h>
 #include <linux/delay.h>
 #include <linux/dma-fence-chain.h>
+#include <linux/dma-mapping.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -35,19 +36,56 @@ module_param(job_timeout_ms, uint, 0444);
 MODULE_PARM_DESC(job_timeout_ms,
 		 "A running job that moves no byte for this long is failed with -ETIMEDOUT (default 5000)");
 
+static unsigned int max_jobs_per_file = 256;
+module_param(max_jobs_per_file, uint, 0444);
+MODULE_PARM_DESC(max_jobs_per_file,
+		 "Jobs one open file may have submitted and not yet freed; SUBMIT fails with -EBUSY past it (default 256)");
+
+static unsigned int max_job_mib = 16;
+module_param(max_job_mib, uint, 0444);
+MODULE_PARM_DESC(max_job_mib,
+		 "Device traffic one job may carry, in MiB (H2H counts twice); SUBMIT fails with -E2BIG past it, so no job holds the one engine for long (default 16)");
+
+static void edu_file_release(struct kref *ref)
+{
+	struct edu_file *ef = container_of(ref, struct edu_file, ref);
+
+	WARN_ON(!xa_empty(&ef->queues));
+	xa_destroy(&ef->queues);
+	if (ef->completion)
+		drm_gem_object_put(&ef->completion->base);
+	mutex_destroy(&ef->lock);
+	edu_client_put(ef->client);
+	kfree(ef);
+}
+
+static void edu_file_put(struct edu_file *ef)
+{
+	kref_put(&ef->ref, edu_file_release);
+}
+
+/* The queue's last job is gone: only now may its id and completion slot be reused. */
 static void edu_queue_release(struct kref *ref)
 {
 	struct edu_queue *q = container_of(ref, struct edu_queue, ref);
+	struct edu_file *ef = q->file;
 
+	mutex_lock(&ef->lock);
+	xa_erase(&ef->queues, q->id);
+	mutex_unlock(&ef->lock);
 	drm_gem_object_put(&q->completion->base);
 	mutex_destroy(&q->submit_lock);
 	kfree(q);
+	edu_file_put(ef);
 }
 
 static void edu_queue_put(struct edu_queue *q)
 {
 	kref_put(&q->ref, edu_queue_release);
 }
+
+/* Hands the job's buffers to the device (the streaming-DMA ownership rule). */
+static void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job);
 
 static struct dma_fence *edu_sched_run_job(struct drm_sched_job *sched_job)
 {
@@ -56,7 +94,11 @@ static struct dma_fence *edu_sched_run_job(struct drm_sched_job *sched_job)
 	struct dma_fence *fence;
 	int idx;
 
-	/* A failed dependency or a killed entity: complete in order, with that error. */
+	/*
+	 * A killed entity: complete in order, with that error. (A failed in-fence is looked at
+	 * by the engine: a dependency on a job of this scheduler only waits for it to be
+	 * scheduled, so it may not have ended yet.)
+	 */
 	if (sched_job->s_fence->finished.error)
 		job->error = sched_job->s_fence->finished.error;
 	/* After unplug the registers are gone: complete without touching them. */
@@ -64,6 +106,8 @@ static struct dma_fence *edu_sched_run_job(struct drm_sched_job *sched_job)
 		job->error = -ENODEV;
 		return edu_engine_push(edev, job);
 	}
+	if (!job->error)
+		edu_job_sync_for_device(edev, job);
 	fence = edu_engine_push(edev, job);
 	drm_dev_exit(idx);
 	return fence;
@@ -104,14 +148,90 @@ static void edu_job_put_bos(struct edu_job *job)
 	}
 }
 
+/* Everything a job holds besides its scheduler state; for built and for finished jobs. */
+static void edu_job_free(struct edu_job *job)
+{
+	u32 i;
+
+	edu_job_put_bos(job);
+	for (i = 0; i < job->nin; i++)
+		dma_fence_put(job->in_fences[i]);
+	kfree(job->hw_fence_mem);	/* a job the scheduler killed never ran */
+	kfree(job);
+}
+
 static void edu_sched_free_job(struct drm_sched_job *sched_job)
 {
 	struct edu_job *job = to_edu_job(sched_job);
+	struct edu_queue *q = job->queue;
 
 	drm_sched_job_cleanup(sched_job);
-	edu_job_put_bos(job);
-	edu_queue_put(job->queue);
-	kfree(job);
+	edu_job_free(job);
+	atomic_dec(&q->file->jobs);
+	edu_queue_put(q);
+}
+
+/* Applies @fn to the DMA segments of @bo that hold [off, off + len). */
+static void edu_bo_sync_range(struct device *dev, struct edu_bo *bo, u64 off, u64 len,
+			      bool for_cpu)
+{
+	struct scatterlist *sg;
+	u64 base = 0;
+	int i;
+
+	if (!bo->mapped)
+		return;
+	for_each_sgtable_dma_sg(&bo->sgt, sg, i) {
+		u64 seg = sg_dma_len(sg);
+
+		if (off < base + seg && off + len > base) {
+			u64 from = max(off, base) - base;
+			u64 to = min(off + len, base + seg) - base;
+
+			if (for_cpu)
+				dma_sync_single_range_for_cpu(dev, sg_dma_address(sg), from,
+							      to - from, bo->dir);
+			else
+				dma_sync_single_range_for_device(dev, sg_dma_address(sg), from,
+								 to - from, bo->dir);
+		}
+		base += seg;
+		if (base >= off + len)
+			break;
+	}
+}
+
+static void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job)
+{
+	struct device *dev = &edev->pdev->dev;
+	u32 i;
+
+	for (i = 0; i < job->nops; i++) {
+		struct edu_op *op = &job->ops[i];
+
+		if (op->src)
+			edu_bo_sync_range(dev, op->src, op->src_off, op->size, false);
+		if (op->dst)
+			edu_bo_sync_range(dev, op->dst, op->dst_off, op->size, false);
+	}
+}
+
+/**
+ * edu_job_sync_for_cpu - give the job's destination ranges back to the CPU (the job ended)
+ * @edev: the device
+ * @job: the job
+ */
+void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job)
+{
+	struct device *dev = &edev->pdev->dev;
+	u32 i;
+
+	for (i = 0; i < job->nops; i++) {
+		struct edu_op *op = &job->ops[i];
+
+		if (op->dst)
+			edu_bo_sync_range(dev, op->dst, op->dst_off, op->size, true);
+	}
 }
 
 static const struct drm_sched_backend_ops edu_sched_ops = {
@@ -189,45 +309,66 @@ void edu_sched_drain(struct edu_accel_device *edev)
  */
 int edu_file_open(struct drm_file *file, struct edu_client *client)
 {
-	struct edu_file *ef = kzalloc(sizeof(*ef), GFP_KERNEL);
+	struct edu_file *ef = kzalloc(sizeof(*ef), GFP_KERNEL_ACCOUNT);
 
 	if (!ef)
 		return -ENOMEM;
+	kref_init(&ef->ref);
 	ef->client = client;
 	mutex_init(&ef->lock);
 	xa_init_flags(&ef->queues, XA_FLAGS_ALLOC1);
+	atomic_set(&ef->jobs, 0);
 	file->driver_priv = ef;
 	return 0;
 }
 
-static void edu_queue_destroy(struct edu_queue *q)
+/*
+ * Marks the queue dead so that neither a lookup nor a racing SUBMIT reaches it, and takes
+ * over the file's reference. The id stays in the xarray until the last job is freed.
+ */
+static struct edu_queue *edu_queue_kill_locked(struct edu_file *ef, struct edu_queue *q)
 {
+	lockdep_assert_held(&ef->lock);
 	mutex_lock(&q->submit_lock);
 	q->dead = true;
 	mutex_unlock(&q->submit_lock);
-	/* Waits until the entity's jobs reached the engine; they keep the queue alive. */
+	return q;
+}
+
+/* Sleeps until the entity's jobs reached the engine: never under the file's lock. */
+static void edu_queue_destroy(struct edu_queue *q)
+{
 	drm_sched_entity_destroy(&q->entity);
 	edu_queue_put(q);
 }
 
 /**
  * edu_file_close - destroy the file's queues (their jobs still finish or are killed) and
- * free the per-file state; the client accounting is the caller's
+ * drop the file's reference on its state; queues still holding jobs keep it
  * @file: the file
  */
 void edu_file_close(struct drm_file *file)
 {
 	struct edu_file *ef = file->driver_priv;
-	struct edu_queue *q;
-	unsigned long id;
 
-	xa_for_each(&ef->queues, id, q)
-		edu_queue_destroy(q);
-	xa_destroy(&ef->queues);
-	if (ef->completion)
-		drm_gem_object_put(&ef->completion->base);
-	mutex_destroy(&ef->lock);
-	kfree(ef);
+	for (;;) {
+		struct edu_queue *q, *found = NULL;
+		unsigned long id;
+
+		mutex_lock(&ef->lock);
+		xa_for_each(&ef->queues, id, q) {
+			if (!q->dead) {
+				found = edu_queue_kill_locked(ef, q);
+				break;
+			}
+		}
+		mutex_unlock(&ef->lock);
+		if (!found)
+			break;
+		edu_queue_destroy(found);
+	}
+	file->driver_priv = NULL;
+	edu_file_put(ef);
 }
 
 /* The page of completion slots, created (with a handle) by the file's first queue. */
@@ -265,11 +406,12 @@ int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *
 
 	if (args->flags)
 		return -EINVAL;
-	q = kzalloc(sizeof(*q), GFP_KERNEL);
+	q = kzalloc(sizeof(*q), GFP_KERNEL_ACCOUNT);
 	if (!q)
 		return -ENOMEM;
 	kref_init(&q->ref);
 	q->edev = edev;
+	q->file = ef;
 	mutex_init(&q->submit_lock);
 	ret = drm_sched_entity_init(&q->entity, DRM_SCHED_PRIORITY_NORMAL, &sched, 1, NULL);
 	if (ret)
@@ -285,6 +427,7 @@ int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *
 		goto unlock;
 	}
 	q->id = id;
+	kref_get(&ef->ref);
 	drm_gem_object_get(&ef->completion->base);
 	q->completion = ef->completion;
 	q->slot = (struct drm_edu_accel_completion *)ef->completion->vaddr + (id - 1);
@@ -314,7 +457,11 @@ int edu_ioctl_queue_destroy(struct drm_device *drm, void *data, struct drm_file 
 		return -EINVAL;
 	/* Under the lock debugfs walks the queues with. */
 	mutex_lock(&ef->lock);
-	q = xa_erase(&ef->queues, args->queue);
+	q = xa_load(&ef->queues, args->queue);
+	if (q && !q->dead)
+		edu_queue_kill_locked(ef, q);
+	else
+		q = NULL;
 	mutex_unlock(&ef->lock);
 	if (!q)
 		return -ENOENT;
@@ -388,9 +535,16 @@ static struct edu_job *edu_job_build(struct drm_file *file, const struct drm_edu
 	u32 i;
 	int ret;
 
-	job = kzalloc(struct_size(job, ops, args->op_count), GFP_KERNEL);
+	u64 traffic = 0;
+
+	job = kzalloc(struct_size(job, ops, args->op_count), GFP_KERNEL_ACCOUNT);
 	if (!job)
 		return ERR_PTR(-ENOMEM);
+	job->hw_fence_mem = kzalloc(sizeof(*job->hw_fence_mem), GFP_KERNEL_ACCOUNT);
+	if (!job->hw_fence_mem) {
+		ret = -ENOMEM;
+		goto put;
+	}
 	for (i = 0; i < args->op_count; i++) {
 		if (copy_from_user(&u, &uops[i], sizeof(u))) {
 			ret = -EFAULT;
@@ -400,12 +554,17 @@ static struct edu_job *edu_job_build(struct drm_file *file, const struct drm_edu
 		ret = edu_op_prepare(file, &u, &job->ops[i]);
 		if (ret)
 			goto put;
+		/* Each op is at most EDU_MAX_BO_SIZE: no overflow over EDU_MAX_OPS of them. */
+		traffic += u.type == EDU_ACCEL_OP_H2H ? 2 * u.size : u.size;
+	}
+	if (traffic > (u64)max_job_mib << 20) {
+		ret = -E2BIG;
+		goto put;
 	}
 	return job;
 
 put:
-	edu_job_put_bos(job);
-	kfree(job);
+	edu_job_free(job);
 	return ERR_PTR(ret);
 }
 
@@ -426,6 +585,8 @@ static int edu_job_add_in_syncs(struct drm_file *file, struct edu_job *job,
 		ret = drm_syncobj_find_fence(file, s.handle, s.point, 0, &fence);
 		if (ret)
 			return ret;
+		/* Kept to see, when the job runs, whether the input failed. */
+		job->in_fences[job->nin++] = dma_fence_get(fence);
 		/* Consumes the fence reference, on error too. */
 		ret = drm_sched_job_add_dependency(&job->base, fence);
 		if (ret)
@@ -523,6 +684,7 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 	struct dma_fence *done;
 	struct edu_queue *q;
 	struct edu_job *job;
+	u64 seqno;
 	int ret;
 
 	if (args->flags || args->pad)
@@ -533,18 +695,25 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 
 	xa_lock(&ef->queues);
 	q = xa_load(&ef->queues, args->queue);
-	if (q)
-		kref_get(&q->ref);
+	/* A destroyed queue keeps its id until its last job is freed; it is gone for users. */
+	if (q && (READ_ONCE(q->dead) || !kref_get_unless_zero(&q->ref)))
+		q = NULL;
 	xa_unlock(&ef->queues);
 	if (!q)
 		return -ENOENT;
+	if (atomic_inc_return(&ef->jobs) > max_jobs_per_file) {
+		atomic_dec(&ef->jobs);
+		ret = -EBUSY;
+		goto put_queue;
+	}
 
 	job = edu_job_build(file, args);
 	if (IS_ERR(job)) {
 		ret = PTR_ERR(job);
-		goto put_queue;
+		goto uncount;
 	}
 	job->queue = q;	/* the job's queue reference from here on */
+	job->owner = ef->client->id;
 	ret = drm_sched_job_init(&job->base, &q->entity, ef->client);
 	if (ret)
 		goto free_job;
@@ -564,11 +733,13 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 		goto free_outs;
 	}
 	drm_sched_job_arm(&job->base);
-	job->seqno = ++q->next_seqno;
+	seqno = ++q->next_seqno;
+	job->seqno = seqno;
 	done = dma_fence_get(&job->base.s_fence->finished);
-	trace_edu_submit(q->id, job->seqno, job->nops);
+	trace_edu_submit(q->id, seqno, job->nops);
+	/* The job may run, end and be freed before push returns: not a word of it after. */
 	drm_sched_entity_push_job(&job->base);
-	args->seqno = job->seqno;
+	args->seqno = seqno;
 	mutex_unlock(&q->submit_lock);
 
 	edu_out_syncs_signal(outs, args->out_sync_count, done);
@@ -581,8 +752,9 @@ free_outs:
 cleanup_job:
 	drm_sched_job_cleanup(&job->base);
 free_job:
-	edu_job_put_bos(job);
-	kfree(job);
+	edu_job_free(job);
+uncount:
+	atomic_dec(&ef->jobs);
 put_queue:
 	edu_queue_put(q);
 	return ret;

@@ -19,36 +19,44 @@ struct edu_client;
 #define EDU_MAX_SYNCS		16
 
 /**
- * struct edu_file - per open file state
- * @client: pin accounting, which may outlive the file
+ * struct edu_file - per open file state; outlives the file while its queues live
+ * @ref: held by the open file and by each queue
+ * @client: pin accounting, which may outlive the file too (referenced)
  * @lock: protects @queues changes and @completion creation
- * @queues: queue id -> &struct edu_queue
+ * @queues: queue id -> &struct edu_queue; an id (and its completion slot) stays taken until
+ *	the queue's last job is freed, so a new queue never shares a slot with a dying one
  * @completion: the page of completion slots, created with the first queue
  * @completion_handle: its GEM handle in this file
+ * @jobs: jobs submitted and not yet freed, bounded by the max_jobs_per_file parameter
  */
 struct edu_file {
+	struct kref ref;
 	struct edu_client *client;
 	struct mutex lock;
 	struct xarray queues;
 	struct edu_bo *completion;
 	u32 completion_handle;
+	atomic_t jobs;
 };
 
 /**
  * struct edu_queue - a stream: a scheduler entity whose jobs run in submission order
- * @ref: held by the file's xarray and by every job of the queue
+ * @ref: held by the file until the queue is destroyed, and by every job of the queue
  * @edev: the device
+ * @file: the file state that owns the id and the slot (referenced)
  * @entity: the drm_sched entity
  * @completion: page holding @slot; referenced so jobs may outlive the file
  * @slot: this queue's completion slot, written by the engine
  * @id: queue id within its file
  * @submit_lock: keeps sequence numbers in the order jobs reach the entity
  * @next_seqno: last sequence number handed out
- * @dead: destroyed; a submit that raced with the destroy must not reach the entity
+ * @dead: destroyed (under the file's lock and @submit_lock): lookups fail, and a submit that
+ *	raced with the destroy must not reach the entity
  */
 struct edu_queue {
 	struct kref ref;
 	struct edu_accel_device *edev;
+	struct edu_file *file;
 	struct drm_sched_entity entity;
 	struct edu_bo *completion;
 	struct drm_edu_accel_completion *slot;
@@ -90,9 +98,15 @@ struct edu_sg_cursor {
  * struct edu_job - one SUBMIT: copies run in order after the in-fences
  * @base: the scheduler job
  * @queue: its queue (referenced)
+ * @owner: id of the client whose bytes the job puts in the device buffer
  * @seqno: sequence number on the queue
  * @hw_fence: signalled by the engine when the last transfer ends (engine's reference)
+ * @hw_fence_mem: the hardware fence, allocated at SUBMIT because run_job must not allocate;
+ *	NULL once the engine has initialised it
+ * @in_fences: the in-syncs' fences (referenced): a failed one cancels the job
+ * @nin: entries of @in_fences
  * @error: set when the job must not (or did not) complete normally
+ * @started: the engine has looked at the job at its head (and at its in-fences)
  * @engine_link: entry in the engine's queue
  * @progress: engine transfer count when the timeout handler last looked
  * @nops: entries of @ops
@@ -108,9 +122,14 @@ struct edu_sg_cursor {
 struct edu_job {
 	struct drm_sched_job base;
 	struct edu_queue *queue;
+	u64 owner;
 	u64 seqno;
 	struct dma_fence *hw_fence;
+	struct dma_fence *hw_fence_mem;
+	struct dma_fence *in_fences[EDU_MAX_SYNCS];
+	u32 nin;
 	int error;
+	bool started;
 	struct list_head engine_link;
 	u64 progress;
 	u32 nops;
@@ -149,6 +168,13 @@ struct edu_xfer {
  * @jobs: jobs handed over by the scheduler, in order; the first one is running
  * @busy: a transfer is programmed and its interrupt not yet seen
  * @inflight: bytes of that transfer
+ * @scrubbing: that transfer clears the device buffer for @scrub_for
+ * @scrub_for: client id the device buffer is being cleared for
+ * @owner: client id whose bytes the device buffer holds (0: nobody's, or unknown); a job of
+ *	another client first has the buffer cleared, so no file ever reads another's bytes
+ * @lost: the device stopped answering (all-ones reads): no register is touched again
+ * @zero: a zeroed page the device reads to clear its buffer
+ * @zero_dma: its DMA address
  * @reserved: the self test owns the DMA channel
  * @fence_ctx: dma_fence context of the hardware fences
  * @fence_seqno: last hardware fence seqno
@@ -157,6 +183,7 @@ struct edu_xfer {
  * @bytes: bytes moved by them
  * @jobs_done: jobs completed successfully
  * @jobs_failed: jobs completed with an error
+ * @scrubs: device buffer clears between clients
  * @busy_ns: time with a transfer in flight
  * @busy_since: when the current busy period began
  * @drop_irqs: fault injection: DMA interrupts to ignore (debugfs)
@@ -166,6 +193,12 @@ struct edu_engine {
 	struct list_head jobs;
 	bool busy;
 	u32 inflight;
+	bool scrubbing;
+	u64 scrub_for;
+	u64 owner;
+	bool lost;
+	void *zero;
+	dma_addr_t zero_dma;
 	bool reserved;
 	u64 fence_ctx;
 	u64 fence_seqno;
@@ -174,6 +207,7 @@ struct edu_engine {
 	u64 bytes;
 	u64 jobs_done;
 	u64 jobs_failed;
+	u64 scrubs;
 	u64 busy_ns;
 	ktime_t busy_since;
 	atomic_t drop_irqs;
@@ -181,6 +215,7 @@ struct edu_engine {
 
 int edu_engine_init(struct edu_accel_device *edev);
 void edu_engine_fini(struct edu_accel_device *edev);
+void edu_engine_stop(struct edu_accel_device *edev);
 struct dma_fence *edu_engine_push(struct edu_accel_device *edev, struct edu_job *job);
 void edu_engine_irq(struct edu_accel_device *edev);
 bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job);
@@ -194,6 +229,8 @@ void edu_file_close(struct drm_file *file);
 int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *file);
 int edu_ioctl_queue_destroy(struct drm_device *drm, void *data, struct drm_file *file);
 int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
+
+void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job);
 
 static inline struct edu_client *edu_file_client(struct drm_file *file)
 {

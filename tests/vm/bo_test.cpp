@@ -1,6 +1,7 @@
 // In-VM suite for buffer objects: driver-allocated pinned memory (BO_CREATE), pinned user
 // ranges (BO_USERPTR), their scatter-gather layout, RLIMIT_MEMLOCK accounting and every
 // error path of the ioctls. Runs as root inside the test VM, with and without an IOMMU.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -288,6 +289,79 @@ TEST_F(BoTest, MemlockLimitBoundsUnprivilegedPinsAndCloseReturnsTheCharge) {
   EXPECT_EQ(rc, 0) << "step " << rc << " of the memlock sequence failed";
 }
 
+// BO_CREATE pins memory too: charged like BO_USERPTR, else any user could pin all of RAM.
+TEST_F(BoTest, MemlockLimitBoundsCreatedBosToo) {
+  const int a = fd();
+  const int rc = as_unprivileged(16 * kPage, [a] {
+    uint32_t h1 = 0, h2 = 0;
+    if (bo_create(a, 12 * kPage, &h1) != 0) return 1;       // within the limit
+    if (bo_create(a, 8 * kPage, &h2) != ENOMEM) return 2;   // 20 pages > 16
+    if (bo_create(a, 4 * kPage, &h2) != 0) return 3;        // exactly 16
+    if (gem_close(a, h1) != 0) return 4;                    // returns 12
+    if (bo_create(a, 12 * kPage, &h1) != 0) return 5;
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << "step " << rc << " of the BO_CREATE memlock sequence failed";
+}
+
+// MADV_DONTNEED drops the page table entries of a BO mapping: the next touch must fault the
+// same pinned page back in (not SIGBUS), with the bytes the device sees.
+TEST_F(BoTest, CreatedBoMappingSurvivesMadvDontneed) {
+  uint32_t h = 0;
+  uint64_t off = 0;
+  ASSERT_EQ(bo_create(fd(), 4 * kPage, &h, &off), 0);
+  Mapping m(4 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(off));
+  ASSERT_TRUE(m.ok());
+  std::memset(m.data(), 0x5a, 4 * kPage);
+  ASSERT_EQ(madvise(m.data(), 4 * kPage, MADV_DONTNEED), 0);
+  for (size_t i = 0; i < 4 * kPage; i += 511) ASSERT_EQ(m.data()[i], 0x5a) << "at " << i;
+}
+
+// A child must not share the parent's pinned BO pages: its writes would land in memory the
+// parent (and the device) use. The mapping is simply absent in the child.
+TEST_F(BoTest, ForkedChildDoesNotInheritBoMappings) {
+  uint32_t h = 0;
+  uint64_t off = 0;
+  ASSERT_EQ(bo_create(fd(), kPage, &h, &off), 0);
+  Mapping m(kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(off));
+  ASSERT_TRUE(m.ok());
+  m.data()[0] = 1;
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    m.data()[0] = 2;  // faults in the child: no mapping there
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << "the child wrote through an inherited mapping";
+  EXPECT_EQ(m.data()[0], 1);
+}
+
+// Long-term write pins of a regular file's pages are refused (as io_uring does; a private
+// mapping would pin copies the file never sees, a shared one pages under writeback); tmpfs
+// (shmem) and anonymous memory are fine, and so is a read-only pin.
+TEST_F(BoTest, WritablePinOfAFileMappingIsRefused) {
+  int f = open("/proc/self/exe", O_RDONLY);  // on the host's 9p share
+  ASSERT_GE(f, 0);
+  Mapping m(4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE, f, 0);
+  ASSERT_TRUE(m.ok());
+  uint32_t h = 0;
+  EXPECT_EQ(bo_userptr(fd(), m.data(), 4 * kPage, 0, &h), EOPNOTSUPP);
+  EXPECT_EQ(bo_userptr(fd(), m.data(), 4 * kPage, EDU_ACCEL_BO_USERPTR_READONLY, &h), 0);
+  gem_close(fd(), h);
+  close(f);
+  int t = open("/tmp/userptr-shmem", O_RDWR | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(t, 0);
+  ASSERT_EQ(ftruncate(t, 4 * kPage), 0);
+  Mapping tm(4 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, t, 0);
+  ASSERT_TRUE(tm.ok());
+  EXPECT_EQ(bo_userptr(fd(), tm.data(), 4 * kPage, 0, &h), 0) << "tmpfs is shmem: allowed";
+  gem_close(fd(), h);
+  close(t);
+  unlink("/tmp/userptr-shmem");
+}
+
 TEST_F(BoTest, ZeroMemlockLimitMeansNoPinningAtAll) {
   const int a = fd();
   const int rc = as_unprivileged(0, [a] {
@@ -440,6 +514,29 @@ TEST_F(BoTest, UnreachablePagesAreRefusedWithoutAnIommu) {
   }
   EXPECT_GT(refused, 0) << "320 MiB in a 512 MiB guest should reach above 256 MiB";
   EXPECT_GT(accepted, 0);
+}
+
+// BO_CREATE allocates where the device reaches, wherever the page allocator would have put
+// the pages: no -ERANGE for driver-allocated memory, and queues (a CPU-only completion page)
+// work on any machine.
+TEST_F(BoTest, CreatedBosAreReachableWithoutAnIommu) {
+  if (iommu() || param(fd(), EDU_ACCEL_PARAM_DMA_MASK_BITS) != 28 || !env_is("VM_MEM", "512M"))
+    GTEST_SKIP() << "needs 512M of RAM, no IOMMU and the 28-bit mask (config highmem)";
+  // Fill the low memory first so the allocator hands out high pages.
+  Mapping hog(200 * kMiB, PROT_READ | PROT_WRITE);
+  ASSERT_TRUE(hog.ok());
+  std::memset(hog.data(), 1, hog.size());
+  std::vector<uint32_t> handles;
+  for (int i = 0; i < 8; ++i) {
+    uint32_t h = 0;
+    ASSERT_EQ(bo_create(fd(), kMiB, &h), 0) << "BO " << i;
+    handles.push_back(h);
+  }
+  for (int i = 0; i < 4; ++i) {
+    drm_edu_accel_queue_create q;
+    ASSERT_EQ(queue_create(fd(), &q), 0);
+  }
+  for (auto h : handles) gem_close(fd(), h);
 }
 
 }  // namespace

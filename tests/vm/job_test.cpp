@@ -2,11 +2,14 @@
 // ordering within and across queues, completion-page reads against syncobj waits, SIGKILL in
 // the middle of a copy, job timeouts by fault injection, and refused submissions.
 #include <gtest/gtest.h>
+#include <linux/sync_file.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -88,6 +91,7 @@ class JobTest : public ::testing::Test {
       maps_.push_back({m, kPage});
     }
     slots_[q.queue] = reinterpret_cast<const volatile drm_edu_accel_completion*>(page_ + q.completion_offset);
+    completion_handle_ = q.completion_handle;
     return q.queue;
   }
 
@@ -170,6 +174,7 @@ class JobTest : public ::testing::Test {
   uint32_t queue_ = 0;
   const uint8_t* page_ = nullptr;
   std::map<uint32_t, const volatile drm_edu_accel_completion*> slots_;
+  uint32_t completion_handle_ = 0;
   std::vector<std::pair<void*, size_t>> maps_;
 };
 
@@ -355,8 +360,14 @@ TEST_F(JobTest, SigkillDuringALongCopyLeaksNothing) {
   }
   char c;
   ASSERT_EQ(read(ready[0], &c, 1), 1);
-  usleep(50000);  // let the copy get going
-  EXPECT_GT(engine_field(node_.debugfs, "busy_ns"), 0u);
+  // Kill only once the engine holds the child's job with bytes moved: the DMA is in flight.
+  bool in_flight = false;
+  for (int i = 0; i < 6000 && !in_flight; ++i) {
+    auto text = hostrt::detail::read_text(node_.debugfs + "/engine");
+    in_flight = text && text->find("\njob ") != std::string::npos && text->find(" done=0") == std::string::npos;
+    if (!in_flight) usleep(1000);
+  }
+  EXPECT_TRUE(in_flight) << "the child's copy was never seen on the engine";
   kill(pid, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -443,6 +454,30 @@ INSTANTIATE_TEST_SUITE_P(
         BAD("DevicePastTheBuffer", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, 0, 4000, 96))),
         BAD("DeviceFullBuffer", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, 0, 0, 4096))),
         BAD("H2dWithADestinationHandle", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, d, 0, 10))),
+        BAD("D2hWithASourceHandle", EINVAL, return b.one(q, op(EDU_ACCEL_OP_D2H, s, 0, d, 0, 10))),
+        BAD("D2hPastTheDeviceBuffer", EINVAL, return b.one(q, op(EDU_ACCEL_OP_D2H, 0, 4000, d, 0, 96))),
+        BAD("CopyIntoTheCompletionPage", EACCES,
+            return b.one(q, op(EDU_ACCEL_OP_D2H, 0, 0, b.completion_handle_, 0, 8))),
+        BAD("CopyFromTheCompletionPage", EACCES,
+            return b.one(q, op(EDU_ACCEL_OP_H2H, b.completion_handle_, 0, d, 0, 8))),
+        BAD("InSyncPadNotZero", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); uint32_t h = b.syncobj();
+            auto in = sync_point(h); in.pad = 1; return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
+        BAD("TooManyInSyncs", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            std::vector<drm_edu_accel_sync> in(17, sync_point(b.syncobj()));
+            return submit(b.fd(), q, &o, 1, in.data(), 17, nullptr, 0)),
+        BAD("TooManyOutSyncs", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            std::vector<drm_edu_accel_sync> out(17, sync_point(b.syncobj()));
+            return submit(b.fd(), q, &o, 1, nullptr, 0, out.data(), 17)),
+        BAD("InSyncsPointerUnmapped", EFAULT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            return submit(b.fd(), q, &o, 1, reinterpret_cast<drm_edu_accel_sync*>(8), 1, nullptr, 0)),
+        BAD("OutSyncsPointerUnmapped", EFAULT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            return submit(b.fd(), q, &o, 1, nullptr, 0, reinterpret_cast<drm_edu_accel_sync*>(8), 1)),
+        BAD("AnotherFilesSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); uint32_t h = 0;
+            // A syncobj of the other file that is not also one of this file.
+            do {
+              if (drmSyncobjCreate(other, DRM_SYNCOBJ_CREATE_SIGNALED, &h)) return -1;
+            } while (drmSyncobjWait(b.fd(), &h, 1, 0, 0, nullptr) == 0);
+            auto in = sync_point(h); return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
         BAD("UnknownOpType", EINVAL, return b.one(q, op(9, s, 0, d, 0, 10))),
         BAD("OpFlags", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); o.flags = 1;
             return b.one(q, o)),
@@ -497,6 +532,157 @@ TEST_F(JobTest, DebugfsListsQueuesWithTheirProgress) {
       found = true;
   }
   EXPECT_TRUE(found) << *text;
+}
+
+// edu has one 4 KiB buffer for everybody: no file may read what another file put there.
+TEST_F(JobTest, DeviceBufferIsPrivateToItsFile) {
+  UserBo secret = user_bo(kChunk, 21);
+  for (uint32_t i = 0; i < kChunk; ++i) secret.mem[i] |= 1;  // no zero byte
+  const uint32_t up = syncobj();
+  run(queue_, {op(EDU_ACCEL_OP_H2D, secret.handle, 0, 0, 0, kChunk)}, {}, {sync_point(up)});
+  ASSERT_TRUE(wait(up));
+
+  Fd spy(node_.render);
+  ASSERT_GE(spy.get(), 0);
+  drm_edu_accel_queue_create q;
+  ASSERT_EQ(queue_create(spy.get(), &q), 0);
+  std::vector<uint8_t> loot(kChunk, 0xee);
+  uint32_t h = 0, done = 0;
+  ASSERT_EQ(bo_userptr(spy.get(), loot.data(), kChunk, 0, &h), 0);
+  ASSERT_EQ(drmSyncobjCreate(spy.get(), 0, &done), 0);
+  auto o = op(EDU_ACCEL_OP_D2H, 0, 0, h, 0, kChunk);
+  auto out = sync_point(done);
+  ASSERT_EQ(submit(spy.get(), q.queue, &o, 1, nullptr, 0, &out, 1), 0);
+  ASSERT_EQ(drmSyncobjWait(spy.get(), &done, 1, static_cast<int64_t>(abs_deadline_ns(600)),
+                           DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr),
+            0);
+  size_t leaked = 0;
+  for (uint32_t i = 0; i < kChunk; ++i) leaked += loot[i] == secret.mem[i];
+  EXPECT_EQ(leaked, 0u) << "a second file read another file's bytes from the device";
+  EXPECT_EQ(std::count(loot.begin(), loot.end(), 0), static_cast<long>(kChunk)) << "expected a cleared buffer";
+}
+
+// Sends one fault: the next DMA interrupt is dropped, so the job it ends times out.
+void drop_next_irq(const std::string& debugfs) { std::ofstream(debugfs + "/fault_drop_irqs") << "1\n"; }
+
+// A destroyed queue's job still on the engine writes its slot when it ends: the slot (and
+// its id) must not go to a new queue before then.
+TEST_F(JobTest, CompletionSlotIsNotReusedWhileItsQueueHasJobs) {
+  UserBo src = user_bo(kChunk, 22);
+  HostBo dst = host_bo(kChunk);
+  ASSERT_TRUE(engine_idle(600));
+  drm_edu_accel_queue_create first;
+  ASSERT_EQ(queue_create(fd(), &first), 0);
+  drop_next_irq(node_.debugfs);  // the job stays on the engine until the timeout fails it
+  const uint32_t done = syncobj();
+  run(first.queue, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(done)});
+  ASSERT_EQ(queue_destroy(fd(), first.queue), 0);
+  const uint32_t next = make_queue();
+  EXPECT_NE(next, first.queue);
+  EXPECT_NE(slot(next), reinterpret_cast<const volatile drm_edu_accel_completion*>(page_ + first.completion_offset));
+  ASSERT_TRUE(wait(done));
+  ASSERT_TRUE(engine_idle(600));
+  EXPECT_EQ(slot(next)->completed, 0u) << "the dead queue's job wrote into the new queue's slot";
+  EXPECT_EQ(slot(next)->failed, 0u);
+}
+
+int sync_file_status(int fd, uint32_t syncobj) {
+  int sf = -1;
+  if (drmSyncobjExportSyncFile(fd, syncobj, &sf)) return 100;
+  sync_file_info info{};
+  const int rc = ioctl(sf, SYNC_IOC_FILE_INFO, &info);
+  close(sf);
+  return rc ? 101 : info.status;
+}
+
+// On 6.1 the scheduler does not carry the hardware fence's error to the fence syncobjs hold.
+TEST_F(JobTest, TimedOutJobReportsItsErrorOnItsOutFence) {
+  UserBo src = user_bo(kChunk, 23);
+  HostBo dst = host_bo(kChunk);
+  ASSERT_TRUE(engine_idle(600));
+  drop_next_irq(node_.debugfs);
+  const uint32_t failed = syncobj();
+  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
+  ASSERT_TRUE(wait(failed));
+  EXPECT_EQ(slot(queue_)->error, -ETIMEDOUT);
+  EXPECT_EQ(sync_file_status(fd(), failed), -ETIMEDOUT) << "the out-fence reads as a success";
+}
+
+// A job waiting on a failed job must not copy bytes that were never produced.
+TEST_F(JobTest, JobAfterAFailedInFenceIsCancelled) {
+  UserBo src = user_bo(kChunk, 24), src2 = user_bo(kChunk, 25);
+  HostBo dst = host_bo(kChunk), dst2 = host_bo(kChunk);
+  std::memset(dst2.p, 0xee, kChunk);
+  const uint32_t other = make_queue();
+  ASSERT_TRUE(engine_idle(600));
+  drop_next_irq(node_.debugfs);
+  const uint32_t failed = syncobj(), after = syncobj();
+  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
+  const uint64_t dependent = run(other, {op(EDU_ACCEL_OP_H2H, src2.handle, 0, dst2.handle, 0, kChunk)},
+                                 {sync_point(failed)}, {sync_point(after)});
+  ASSERT_TRUE(wait(after));
+  EXPECT_EQ(slot(other)->completed, dependent);
+  EXPECT_EQ(slot(other)->failed, dependent);
+  EXPECT_EQ(slot(other)->error, -ECANCELED);
+  EXPECT_EQ(sync_file_status(fd(), after), -ECANCELED);
+  for (uint32_t i = 0; i < kChunk; ++i) ASSERT_EQ(dst2.p[i], 0xee) << "the cancelled job copied byte " << i;
+}
+
+// edu has no transfer tag: an interrupt that is not the end of the transfer in flight (a
+// late one after a timeout; here raised by hand) must not make the engine start the next
+// transfer while the device still runs this one (it would drop the registers' writes).
+TEST_F(JobTest, StrayInterruptsDoNotEndATransferEarly) {
+  const uint64_t n = slow_dma() ? 5 * kChunk : 300 * kChunk;
+  UserBo src = user_bo(n, 26);
+  HostBo dst = host_bo(n);
+  const uint32_t done = syncobj();
+  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, n)}, {}, {sync_point(done)});
+  for (int i = 0; i < 40; ++i) {
+    std::ofstream(node_.debugfs + "/fault_raise_irqs") << "1\n";
+    usleep(slow_dma() ? 20000 : 2000);
+  }
+  ASSERT_TRUE(wait(done));
+  EXPECT_EQ(slot(queue_)->failed, 0u);
+  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), n), 0);
+}
+
+// One file cannot queue unbounded work (each job holds kernel memory and BO references).
+TEST_F(JobTest, OutstandingJobsPerFileAreBounded) {
+  std::ifstream pf("/sys/module/edu_accel/parameters/max_jobs_per_file");
+  uint64_t max = 0;
+  ASSERT_TRUE(pf >> max);
+  UserBo src = user_bo(16, 27);
+  ASSERT_TRUE(engine_idle(600));
+  drop_next_irq(node_.debugfs);  // the first job holds the engine until the timeout
+  const uint32_t done = syncobj();
+  uint64_t accepted = 0;
+  int err = 0;
+  while (accepted <= max) {
+    auto o = op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, 16);
+    auto out = sync_point(done);
+    err = submit(fd(), queue_, &o, 1, nullptr, 0, &out, 1);
+    if (err) break;
+    ++accepted;
+  }
+  EXPECT_EQ(err, EBUSY);
+  EXPECT_EQ(accepted, max);
+  ASSERT_TRUE(wait(done));
+  ASSERT_TRUE(engine_idle(600));
+}
+
+// One job may not hold the single engine for long: the driver refuses more device traffic in
+// one job than its budget (H2H counts twice), and accepts what fits.
+TEST_F(JobTest, OversizedJobIsRefused) {
+  std::ifstream pf("/sys/module/edu_accel/parameters/max_job_mib");
+  uint64_t mib = 0;
+  ASSERT_TRUE(pf >> mib);
+  HostBo a = host_bo(mib * kMiB), b = host_bo(mib * kMiB);
+  auto o = op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 2 + 1);
+  EXPECT_EQ(submit(fd(), queue_, &o, 1, nullptr, 0, nullptr, 0), E2BIG);
+  std::vector<drm_edu_accel_copy_op> many(2, op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 4 + 1));
+  EXPECT_EQ(submit(fd(), queue_, many.data(), 2, nullptr, 0, nullptr, 0), E2BIG) << "the budget is per job";
+  auto small = op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, 3 * kChunk);
+  EXPECT_EQ(submit(fd(), queue_, &small, 1, nullptr, 0, nullptr, 0), 0);
 }
 
 TEST_F(JobTest, QueuesPerFileAreBounded) {
