@@ -241,7 +241,9 @@ static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		drm_err(&edev->drm, "cannot use a %u-bit DMA mask\n", dma_bits);
 		return ret;
 	}
-	ret = dma_set_max_seg_size(&pdev->dev, EDU_MAX_SEGMENT);
+	/* A bounce-buffering DMA layer (swiotlb) maps at most dma_max_mapping_size() at once. */
+	ret = dma_set_max_seg_size(&pdev->dev,
+				   min_t(size_t, EDU_MAX_SEGMENT, dma_max_mapping_size(&pdev->dev)));
 	if (ret)
 		return ret;
 	edev->iommu = edu_dma_translated(&pdev->dev);

@@ -49,7 +49,7 @@ done
 cmd="$*"
 [ -n "$cmd" ] || [ "$shell" = 1 ] || { echo "run-vm: no command given (or --shell)" >&2; exit 2; }
 
-SMP=1 ICOUNT=on IOMMU=off MEM=256M EDU=1 DMA_MASK= EDU_KO_ARGS= KERNEL=debian
+SMP=1 ICOUNT=on IOMMU=off MEM=256M EDU=1 DMA_MASK= EDU_KO_ARGS= KERNEL=debian APPEND=
 conf="$here/configs/$config.conf"
 [ -f "$conf" ] || { echo "run-vm: no configuration $conf" >&2; exit 2; }
 # shellcheck source=/dev/null
@@ -105,7 +105,7 @@ elif [ "$kvm" = on ]; then
 	accel=(-accel kvm -cpu host)
 fi
 machine=q35
-append="console=ttyS0 panic=-1 quiet eduvm.mode=$([ "$shell" = 1 ] && echo shell || echo run)"
+append="console=ttyS0 panic=-1 quiet eduvm.mode=$([ "$shell" = 1 ] && echo shell || echo run)${APPEND:+ $APPEND}"
 iommu_dev=()
 if [ "$IOMMU" = on ]; then
 	machine=q35,kernel-irqchip=split
