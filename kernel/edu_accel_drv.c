@@ -39,6 +39,7 @@ static int edu_ioctl_get_param(struct drm_device *drm, void *data, struct drm_fi
 	struct drm_edu_accel_get_param *args = data;
 	struct edu_accel_device *edev = to_edu(drm);
 	struct edu_client *client = edu_file_client(file);
+	u32 handle;
 
 	if (args->pad)
 		return -EINVAL;
@@ -73,6 +74,15 @@ static int edu_ioctl_get_param(struct drm_device *drm, void *data, struct drm_fi
 	case EDU_ACCEL_PARAM_PINNED_BYTES:
 		args->value = atomic64_read(&client->pinned_bytes);
 		break;
+	case EDU_ACCEL_PARAM_COMPLETION_HANDLE: {
+		struct edu_bo *page = edu_file_status_page(file, &handle);
+
+		if (IS_ERR(page))
+			return PTR_ERR(page);
+		drm_gem_object_put(&page->base);
+		args->value = handle;
+		break;
+	}
 	default:
 		return -EINVAL;
 	}

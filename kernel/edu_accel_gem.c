@@ -174,6 +174,8 @@ static void edu_bo_free(struct drm_gem_object *obj)
 {
 	struct edu_bo *bo = to_edu_bo(obj);
 	struct edu_accel_device *edev = to_edu(obj->dev);
+	/* The completion page is the driver's: not pinned on anyone's behalf. */
+	u64 bytes = bo->readonly_map ? 0 : (u64)bo->npages << PAGE_SHIFT;
 
 	/* Only published BOs (see edu_bo_publish()) have a client and a list entry. */
 	if (bo->client) {
@@ -181,14 +183,18 @@ static void edu_bo_free(struct drm_gem_object *obj)
 		list_del(&bo->dev_link);
 		edu_bo_dma_unmap_locked(edev, bo);
 		mutex_unlock(&edev->obj_lock);
-		atomic64_sub((u64)bo->npages << PAGE_SHIFT, &edev->pinned_bytes);
-		atomic64_sub((u64)bo->npages << PAGE_SHIFT, &bo->client->pinned_bytes);
+		atomic64_sub(bytes, &edev->pinned_bytes);
+		atomic64_sub(bytes, &bo->client->pinned_bytes);
 		edu_client_put(bo->client);
 	} else {
 		edu_bo_dma_unmap_locked(edev, bo);
 	}
 	if (bo->sgt.sgl)
 		sg_free_table(&bo->sgt);
+	if (bo->armed)
+		mmu_interval_notifier_remove(&bo->notifier);
+	if (bo->status)
+		drm_gem_object_put(&bo->status->base);
 	edu_bo_release_pages(bo);
 	edu_bo_uncharge(bo);
 	drm_gem_object_release(obj);
@@ -252,7 +258,8 @@ static const struct drm_gem_object_funcs edu_bo_funcs = {
 static void edu_bo_publish(struct edu_accel_device *edev, struct edu_client *client,
 			   struct edu_bo *bo)
 {
-	u64 bytes = (u64)bo->npages << PAGE_SHIFT;
+	/* The completion page is the driver's: not pinned on anyone's behalf. */
+	u64 bytes = bo->readonly_map ? 0 : (u64)bo->npages << PAGE_SHIFT;
 
 	kref_get(&client->ref);
 	bo->client = client;
@@ -429,6 +436,42 @@ static int edu_check_vmas(struct mm_struct *mm, unsigned long start, unsigned lo
 	return 0;
 }
 
+static bool edu_userptr_invalidate(struct mmu_interval_notifier *mni,
+				   const struct mmu_notifier_range *range, unsigned long cur_seq)
+{
+	struct edu_bo *bo = container_of(mni, struct edu_bo, notifier);
+	struct drm_edu_accel_file_status *st;
+	bool first;
+
+	/* These keep the same pages in place (and a pinned page stays the parent's at fork). */
+	switch (range->event) {
+	case MMU_NOTIFY_PROTECTION_VMA:
+	case MMU_NOTIFY_PROTECTION_PAGE:
+	case MMU_NOTIFY_SOFT_DIRTY:
+	case MMU_NOTIFY_EXCLUSIVE:
+		return true;
+	default:
+		break;
+	}
+	spin_lock(&bo->notifier_lock);
+	mmu_interval_set_seq(mni, cur_seq);
+	first = bo->armed && !(bo->flags & EDU_ACCEL_BO_INFO_INVALIDATED);
+	if (first)
+		WRITE_ONCE(bo->flags, bo->flags | EDU_ACCEL_BO_INFO_INVALIDATED);
+	spin_unlock(&bo->notifier_lock);
+	if (first) {
+		st = bo->status->vaddr + DRM_EDU_ACCEL_FILE_STATUS_OFFSET;
+		/* Userspace reads it without a lock: publish the flag first. */
+		smp_wmb();
+		atomic64_inc((atomic64_t *)&st->invalidations);
+	}
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops edu_userptr_notifier_ops = {
+	.invalidate = edu_userptr_invalidate,
+};
+
 static int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
 {
 	unsigned int gup = FOLL_LONGTERM;
@@ -459,12 +502,47 @@ static int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
 	return ret;
 }
 
+/*
+ * Pins the range with its notifier in place, retrying while it changes under the pins (a
+ * write pin breaking copy-on-write is itself such a change); from success on, an
+ * invalidation marks the BO invalid.
+ */
+static int edu_userptr_pin_watched(struct edu_bo *bo, unsigned long start)
+{
+	unsigned long len = bo->npages << PAGE_SHIFT;
+	int ret, tries;
+
+	spin_lock_init(&bo->notifier_lock);
+	ret = mmu_interval_notifier_insert(&bo->notifier, bo->mm, start, len,
+					   &edu_userptr_notifier_ops);
+	if (ret)
+		return ret;
+	for (tries = 0; tries < 4; tries++) {
+		unsigned long seq = mmu_interval_read_begin(&bo->notifier);
+
+		ret = edu_pin_user_range(bo, start);
+		if (ret)
+			break;
+		spin_lock(&bo->notifier_lock);
+		if (!mmu_interval_read_retry(&bo->notifier, seq)) {
+			bo->armed = true;
+			spin_unlock(&bo->notifier_lock);
+			return 0;
+		}
+		spin_unlock(&bo->notifier_lock);
+		unpin_user_pages(bo->pages, bo->npages);
+		ret = -EBUSY;
+	}
+	mmu_interval_notifier_remove(&bo->notifier);
+	return ret;
+}
+
 int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *file)
 {
 	struct drm_edu_accel_bo_userptr *args = data;
 	struct edu_accel_device *edev = to_edu(drm);
+	struct edu_bo *bo, *status;
 	unsigned long start, end;
-	struct edu_bo *bo;
 	u32 handle;
 	int ret;
 
@@ -478,12 +556,18 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 		return -EFAULT;
 	if (!can_do_mlock())
 		return -EPERM;
+	status = edu_file_status_page(file, NULL);
+	if (IS_ERR(status))
+		return PTR_ERR(status);
 
 	start = args->user_ptr & PAGE_MASK;
 	end = PAGE_ALIGN(args->user_ptr + args->size);
 	bo = kzalloc(sizeof(*bo), GFP_KERNEL_ACCOUNT);
-	if (!bo)
+	if (!bo) {
+		drm_gem_object_put(&status->base);
 		return -ENOMEM;
+	}
+	bo->status = status;	/* read by the notifier: set before it is armed */
 	bo->flags = EDU_ACCEL_BO_INFO_USERPTR;
 	if (args->flags & EDU_ACCEL_BO_USERPTR_READONLY)
 		bo->flags |= EDU_ACCEL_BO_INFO_READONLY;
@@ -504,7 +588,7 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 		ret = -ENOMEM;
 		goto uncharge;
 	}
-	ret = edu_pin_user_range(bo, start);
+	ret = edu_userptr_pin_watched(bo, start);
 	if (ret)
 		goto free_pages;
 	ret = edu_bo_dma_map(edev, bo);
@@ -522,6 +606,7 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 	return ret;
 
 unpin:
+	mmu_interval_notifier_remove(&bo->notifier);
 	unpin_user_pages(bo->pages, bo->npages);
 free_pages:
 	kvfree(bo->pages);
@@ -530,6 +615,7 @@ uncharge:
 drop_mm:
 	mmdrop(bo->mm);
 	kfree(bo);
+	drm_gem_object_put(&status->base);
 	return ret;
 }
 

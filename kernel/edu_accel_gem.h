@@ -4,6 +4,7 @@
 
 #include <drm/drm_gem.h>
 #include <linux/dma-direction.h>
+#include <linux/mmu_notifier.h>
 #include <linux/scatterlist.h>
 
 struct edu_accel_device;
@@ -27,6 +28,11 @@ struct drm_file;
  * @mm: mm charged with the pages (RLIMIT_MEMLOCK), held with mmgrab(); NULL for the
  *	completion page
  * @charged: @npages are counted in @mm's pinned_vm
+ * @notifier: userptr: watches the range for unmaps and remaps
+ * @notifier_lock: orders @armed against the notifier's invalidations
+ * @armed: userptr: the pins are final; an invalidation from now on marks the BO invalid
+ * @status: userptr: the creating file's completion page, whose file status counts
+ *	invalidations (referenced)
  * @vaddr: kernel address of page 0 for driver-written pages (the completion page)
  * @readonly_map: userspace may map it only without write access
  */
@@ -45,9 +51,19 @@ struct edu_bo {
 	u64 user_ptr;
 	struct mm_struct *mm;
 	bool charged;
+	struct mmu_interval_notifier notifier;
+	spinlock_t notifier_lock;
+	bool armed;
+	struct edu_bo *status;
 	void *vaddr;
 	bool readonly_map;
 };
+
+/* A userptr BO whose range changed under it: the pages it pins are no longer the range's. */
+static inline bool edu_bo_invalidated(struct edu_bo *bo)
+{
+	return READ_ONCE(bo->flags) & EDU_ACCEL_BO_INFO_INVALIDATED;
+}
 
 static inline struct edu_bo *to_edu_bo(struct drm_gem_object *obj)
 {

@@ -381,7 +381,10 @@ static int edu_file_completion(struct edu_accel_device *edev, struct drm_file *f
 	lockdep_assert_held(&ef->lock);
 	if (ef->completion)
 		return 0;
-	BUILD_BUG_ON(EDU_MAX_QUEUES * sizeof(struct drm_edu_accel_completion) > PAGE_SIZE);
+	BUILD_BUG_ON(EDU_MAX_QUEUES * sizeof(struct drm_edu_accel_completion) >
+		     DRM_EDU_ACCEL_FILE_STATUS_OFFSET);
+	BUILD_BUG_ON(DRM_EDU_ACCEL_FILE_STATUS_OFFSET + sizeof(struct drm_edu_accel_file_status) >
+		     PAGE_SIZE);
 	bo = edu_bo_create(edev, ef->client, PAGE_SIZE, true);
 	if (IS_ERR(bo))
 		return PTR_ERR(bo);
@@ -392,6 +395,31 @@ static int edu_file_completion(struct edu_accel_device *edev, struct drm_file *f
 	}
 	ef->completion = bo;	/* the file's own reference, beside the handle's */
 	return 0;
+}
+
+/**
+ * edu_file_status_page - the file's completion page, created if needed
+ * @file: the file
+ * @handle: out, its GEM handle in the file (may be NULL)
+ *
+ * Return: the page with a new reference, or an ERR_PTR.
+ */
+struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle)
+{
+	struct edu_file *ef = file->driver_priv;
+	struct edu_bo *bo;
+	int ret;
+
+	mutex_lock(&ef->lock);
+	ret = edu_file_completion(to_edu(file->minor->dev), file);
+	bo = ret ? ERR_PTR(ret) : ef->completion;
+	if (!ret) {
+		drm_gem_object_get(&bo->base);
+		if (handle)
+			*handle = ef->completion_handle;
+	}
+	mutex_unlock(&ef->lock);
+	return bo;
 }
 
 int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *file)
@@ -489,6 +517,8 @@ static int edu_op_bo(struct drm_file *file, u32 handle, u64 off, u64 size, bool 
 		return -EACCES;
 	if (bo->readonly_map)
 		return -EACCES;	/* the completion page is the driver's alone */
+	if (edu_bo_invalidated(bo))
+		return -ESTALE;	/* the range no longer holds these pages */
 	*sg_off = bo->offset + off;
 	return 0;
 }

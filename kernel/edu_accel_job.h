@@ -14,7 +14,7 @@ struct edu_accel_device;
 struct edu_bo;
 struct edu_client;
 
-#define EDU_MAX_QUEUES		64	/* one completion page of 64-byte slots per file */
+#define EDU_MAX_QUEUES		63	/* 64-byte slots in the completion page, then the file's status */
 #define EDU_MAX_OPS		64
 #define EDU_MAX_SYNCS		16
 
@@ -230,6 +230,7 @@ int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *
 int edu_ioctl_queue_destroy(struct drm_device *drm, void *data, struct drm_file *file);
 int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
 
+struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle);
 void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job);
 
 static inline struct edu_client *edu_file_client(struct drm_file *file)

@@ -56,7 +56,9 @@ class BoTest : public ::testing::Test {
   }
   void TearDown() override {
     fd_.reset();
-    // Closing the file released every handle: nothing may stay pinned.
+    // Closing the file released every handle: nothing may stay pinned (a finished job's
+    // references go when the scheduler frees it, a moment later).
+    for (int i = 0; i < 100 && pins_outstanding() != pins_before_; ++i) usleep(10000);
     EXPECT_EQ(pins_outstanding(), pins_before_) << "pinned pages left after closing the file";
   }
   int fd() const { return fd_->get(); }
@@ -360,6 +362,71 @@ TEST_F(BoTest, WritablePinOfAFileMappingIsRefused) {
   gem_close(fd(), h);
   close(t);
   unlink("/tmp/userptr-shmem");
+}
+
+// The file's status in its completion page, mapped read-only.
+const volatile drm_edu_accel_file_status* file_status(int fd) {
+  uint64_t handle = 0;
+  if (get_param(fd, EDU_ACCEL_PARAM_COMPLETION_HANDLE, &handle)) return nullptr;
+  drm_edu_accel_bo_info info;
+  if (bo_info(fd, static_cast<uint32_t>(handle), &info)) return nullptr;
+  void* m = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(info.mmap_offset));
+  if (m == MAP_FAILED) return nullptr;
+  return reinterpret_cast<const volatile drm_edu_accel_file_status*>(static_cast<uint8_t*>(m) +
+                                                                      DRM_EDU_ACCEL_FILE_STATUS_OFFSET);
+}
+
+uint32_t bo_flags(int fd, uint32_t h) {
+  drm_edu_accel_bo_info info;
+  return bo_info(fd, h, &info) ? ~0u : info.flags;
+}
+
+// A registration outlives the mapping it was made from: after munmap + mmap at the same
+// address the BO still pins the old pages, so the driver marks it invalid, counts it in the
+// file status (what a registration cache checks) and refuses it in SUBMIT.
+TEST_F(BoTest, UserptrIsInvalidatedWhenItsRangeIsRemapped) {
+  auto* st = file_status(fd());
+  ASSERT_NE(st, nullptr);
+  const uint64_t before = st->invalidations;
+  void* p = mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  uint32_t h = 0, keep = 0, dst = 0;
+  // Never touched: the write pin itself breaks copy-on-write, which must not count.
+  ASSERT_EQ(bo_userptr(fd(), p, 4 * kPage, 0, &h), 0);
+  EXPECT_EQ(bo_flags(fd(), h) & EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
+  ASSERT_EQ(mprotect(p, 4 * kPage, PROT_READ), 0);  // same pages: still valid
+  ASSERT_EQ(mprotect(p, 4 * kPage, PROT_READ | PROT_WRITE), 0);
+  pid_t pid = fork();  // a pinned page stays the parent's
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  EXPECT_EQ(bo_flags(fd(), h) & EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
+  EXPECT_EQ(st->invalidations, before);
+
+  ASSERT_EQ(munmap(p, 4 * kPage), 0);
+  void* q = mmap(p, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  ASSERT_EQ(q, p);
+  EXPECT_EQ(st->invalidations, before + 1);
+  EXPECT_NE(bo_flags(fd(), h) & EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
+  drm_edu_accel_queue_create qc;
+  ASSERT_EQ(queue_create(fd(), &qc), 0);
+  ASSERT_EQ(bo_create(fd(), 4 * kPage, &dst), 0);
+  auto o = op(EDU_ACCEL_OP_H2H, h, 0, dst, 0, 100);
+  EXPECT_EQ(submit(fd(), qc.queue, &o, 1, nullptr, 0, nullptr, 0), ESTALE);
+  // Registered again, the range is good.
+  ASSERT_EQ(bo_userptr(fd(), p, 4 * kPage, 0, &keep), 0);
+  o = op(EDU_ACCEL_OP_H2H, keep, 0, dst, 0, 100);
+  uint32_t done = 0;
+  ASSERT_EQ(drmSyncobjCreate(fd(), 0, &done), 0);
+  auto out = sync_point(done);
+  EXPECT_EQ(submit(fd(), qc.queue, &o, 1, nullptr, 0, &out, 1), 0);
+  EXPECT_EQ(drmSyncobjWait(fd(), &done, 1, INT64_MAX, DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr), 0);
+  // MADV_DONTNEED drops the pages the registration pinned from the range.
+  ASSERT_EQ(madvise(p, kPage, MADV_DONTNEED), 0);
+  EXPECT_EQ(st->invalidations, before + 2);
+  EXPECT_NE(bo_flags(fd(), keep) & EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
+  munmap(p, 4 * kPage);
+  // The status mapping holds the file open (and so its BOs): let go of it.
+  munmap(const_cast<uint8_t*>(reinterpret_cast<const volatile uint8_t*>(st)) - DRM_EDU_ACCEL_FILE_STATUS_OFFSET, kPage);
 }
 
 TEST_F(BoTest, ZeroMemlockLimitMeansNoPinningAtAll) {

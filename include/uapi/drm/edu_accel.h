@@ -56,6 +56,9 @@ extern "C" {
  * @EDU_ACCEL_PARAM_MAX_OPS: copy operations one SUBMIT may carry.
  * @EDU_ACCEL_PARAM_PINNED_BYTES: bytes this file currently has pinned (userptr) or allocated
  *	(BO_CREATE), as charged to it.
+ * @EDU_ACCEL_PARAM_COMPLETION_HANDLE: GEM handle of this file's completion page (created on
+ *	first use; the same page QUEUE_CREATE reports), where &struct drm_edu_accel_file_status
+ *	sits at %DRM_EDU_ACCEL_FILE_STATUS_OFFSET.
  */
 enum drm_edu_accel_param {
 	EDU_ACCEL_PARAM_DRIVER_VERSION = 0,
@@ -68,6 +71,7 @@ enum drm_edu_accel_param {
 	EDU_ACCEL_PARAM_MAX_QUEUES = 7,
 	EDU_ACCEL_PARAM_MAX_OPS = 8,
 	EDU_ACCEL_PARAM_PINNED_BYTES = 9,
+	EDU_ACCEL_PARAM_COMPLETION_HANDLE = 10,
 };
 
 /**
@@ -117,6 +121,16 @@ struct drm_edu_accel_bo_create {
  * Offsets in copy operations on this BO count from @user_ptr, not from its page.
  * -EFAULT: part of the range is not mapped, or is read-only without the READONLY flag.
  * -ERANGE: the device cannot address some of the pages (no IOMMU, pages above its DMA mask).
+ * -EOPNOTSUPP: a writable registration of a file mapping other than tmpfs/shmem or hugetlbfs
+ *	(a long-term pin of page cache the filesystem writes back); READONLY is accepted.
+ * -EBUSY: the range kept changing while it was being pinned.
+ *
+ * The pages stay pinned until the BO is freed, whatever happens to the range. When the range
+ * is unmapped, remapped or its pages dropped (munmap, mremap, MADV_DONTNEED), the BO is
+ * marked invalid (BO_INFO flag %EDU_ACCEL_BO_INFO_INVALIDATED), the file's
+ * &drm_edu_accel_file_status.invalidations grows, and SUBMIT naming the BO fails with
+ * -ESTALE: register the range again. Jobs queued before keep using the old pages.
+ * Protection changes and fork() do not invalidate (a pinned page stays the parent's).
  */
 struct drm_edu_accel_bo_userptr {
 	__u64 user_ptr;
@@ -128,6 +142,8 @@ struct drm_edu_accel_bo_userptr {
 /* BO_INFO flags */
 #define EDU_ACCEL_BO_INFO_USERPTR	(1u << 0)	/* made by BO_USERPTR */
 #define EDU_ACCEL_BO_INFO_READONLY	(1u << 1)	/* the device may only read it */
+#define EDU_ACCEL_BO_INFO_INVALIDATED	(1u << 2)	/* userptr: the range was unmapped or
+							 * remapped; SUBMIT refuses it */
 
 /**
  * struct drm_edu_accel_bo_info - describe a BO
@@ -170,6 +186,21 @@ struct drm_edu_accel_completion {
 	__s32 error;
 	__u32 pad;
 	__u64 reserved[5];
+};
+
+/* Offset of &struct drm_edu_accel_file_status in the completion page. */
+#define DRM_EDU_ACCEL_FILE_STATUS_OFFSET	4032
+
+/**
+ * struct drm_edu_accel_file_status - the file's part of its completion page
+ * @invalidations: grows each time one of the file's userptr BOs is invalidated; a cache of
+ *	registrations compares it with the value it last saw (one memory read) before trusting
+ *	an entry
+ * @reserved: zero
+ */
+struct drm_edu_accel_file_status {
+	__u64 invalidations;
+	__u64 reserved[7];
 };
 
 /**
