@@ -190,12 +190,14 @@ static bool edu_fence_failed(struct dma_fence *fence)
 {
 	struct dma_fence_unwrap iter;
 	struct dma_fence *f;
+	bool failed = false;
 
+	/* No early exit: the iterator holds a reference it only drops at the end. */
 	dma_fence_unwrap_for_each(f, &iter, dma_fence_chain_contained(fence)) {
 		if (test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &f->flags) && READ_ONCE(f->error) < 0)
-			return true;
+			failed = true;
 	}
-	return false;
+	return failed;
 }
 
 /* First look at a job at the head: one whose input failed would copy bytes nobody made. */

@@ -66,6 +66,8 @@ fi
 # Stray children of the command would hold the device open and block the unload.
 kill -9 -1 2>/dev/null
 sleep 1
+# Where the module's code was: kmemleak's frames after the unload are bare addresses.
+cat /sys/module/edu_accel/sections/.text > /out/module-text 2>/dev/null
 if rmmod edu_accel; then result rmmod 0; else result rmmod 1; fi
 # vmstat counters sit in per-CPU deltas until folded: fold them, or a leak can hide.
 echo 1 > /proc/sys/vm/stat_refresh

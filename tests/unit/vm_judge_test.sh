@@ -96,7 +96,11 @@ expect sleep-in-atomic fail 0 "$d" "BUG: sleeping function called"
 
 d=$(clean_run kmemleak)
 printf 'unreferenced object 0xffff888004b3c000 (size 512):\n  comm "edu_vm_job", pid 77\n  backtrace:\n    [<0>] kmalloc_trace+0x26/0x90\n    [<0>] edu_ioctl_submit+0x1a/0x2b [edu_accel]\n' > "$d/kmemleak.txt"
-expect kmemleak-driver fail 0 "$d" "kmemleak: unreferenced object 0xffff888004b3c000 (size 512)"
+expect kmemleak-driver fail 0 "$d" "kmemleak: 1 leaked objects allocated through edu_accel, first: unreferenced object 0xffff888004b3c000 (size 512)"
+
+d=$(clean_run kmemleak-unloaded)
+printf 'unreferenced object 0xff110000072ee600 (size 64):\n  backtrace:\n    [<00000000e1ff60b0>] kmalloc_trace+0x26/0xc0\n    [<000000000dfedbe1>] 0xffffffffc0325d4b\n    [<00000000d46736da>] drm_ioctl_kernel+0x1f8/0x3e0\n' > "$d/kmemleak.txt"
+expect kmemleak-unloaded-module fail 0 "$d" "kmemleak: 1 leaked objects"
 
 d=$(clean_run kmemleak-other)
 printf 'unreferenced object 0xffff888004b3c000 (size 64):\n  backtrace:\n    [<0>] acpi_os_allocate+0x1/0x2\n' > "$d/kmemleak.txt"
