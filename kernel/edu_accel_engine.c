@@ -388,9 +388,12 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	drm_notice(&edev->drm, "queue %u job %llu made no progress: failing it (%d)\n",
 		   job->queue->id, job->seqno, error);
 	edu_engine_set_busy(e, false);
-	/* Whatever the device did with its buffer is unknown now. */
+	/*
+	 * The device is idle: whatever ran was this job's transfer (the buffer still holds its
+	 * owner's bytes) or a clear that may not have happened (the owner stays the previous
+	 * one, so the next job clears again).
+	 */
 	e->scrubbing = false;
-	e->owner = 0;
 	list_del_init(&job->engine_link);
 	edu_job_complete(edev, job, error);
 	edu_engine_kick_locked(edev);
