@@ -423,8 +423,8 @@ int edu_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *fil
 static int edu_check_vmas(struct mm_struct *mm, unsigned long start, unsigned long end,
 			  bool write)
 {
-	struct vm_area_struct *vma;
 	VMA_ITERATOR(vmi, mm, start);
+	struct vm_area_struct *vma;
 
 	if (!write)
 		return 0;

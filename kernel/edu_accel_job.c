@@ -287,7 +287,7 @@ void edu_sched_drain(struct edu_accel_device *edev)
 	struct drm_gpu_scheduler *sched = &edev->sched;
 	int i;
 
-	for (i = 0; i < 1000; i++) {
+	for (i = 0; i < 500; i++) {
 		bool empty;
 
 		spin_lock(&sched->job_list_lock);
@@ -295,7 +295,7 @@ void edu_sched_drain(struct edu_accel_device *edev)
 		spin_unlock(&sched->job_list_lock);
 		if (empty)
 			return;
-		msleep(10);
+		msleep(20);
 	}
 	drm_notice(&edev->drm, "scheduler still holds jobs at removal\n");
 }

@@ -296,10 +296,10 @@ TEST_F(BoTest, MemlockLimitBoundsCreatedBosToo) {
   const int a = fd();
   const int rc = as_unprivileged(16 * kPage, [a] {
     uint32_t h1 = 0, h2 = 0;
-    if (bo_create(a, 12 * kPage, &h1) != 0) return 1;       // within the limit
-    if (bo_create(a, 8 * kPage, &h2) != ENOMEM) return 2;   // 20 pages > 16
-    if (bo_create(a, 4 * kPage, &h2) != 0) return 3;        // exactly 16
-    if (gem_close(a, h1) != 0) return 4;                    // returns 12
+    if (bo_create(a, 12 * kPage, &h1) != 0) return 1;      // within the limit
+    if (bo_create(a, 8 * kPage, &h2) != ENOMEM) return 2;  // 20 pages > 16
+    if (bo_create(a, 4 * kPage, &h2) != 0) return 3;       // exactly 16
+    if (gem_close(a, h1) != 0) return 4;                   // returns 12
     if (bo_create(a, 12 * kPage, &h1) != 0) return 5;
     return 0;
   });
@@ -336,7 +336,8 @@ TEST_F(BoTest, ForkedChildDoesNotInheritBoMappings) {
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << "the child wrote through an inherited mapping";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)
+      << "the child wrote through an inherited mapping";
   EXPECT_EQ(m.data()[0], 1);
 }
 
@@ -373,7 +374,7 @@ const volatile drm_edu_accel_file_status* file_status(int fd) {
   void* m = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(info.mmap_offset));
   if (m == MAP_FAILED) return nullptr;
   return reinterpret_cast<const volatile drm_edu_accel_file_status*>(static_cast<uint8_t*>(m) +
-                                                                      DRM_EDU_ACCEL_FILE_STATUS_OFFSET);
+                                                                     DRM_EDU_ACCEL_FILE_STATUS_OFFSET);
 }
 
 uint32_t bo_flags(int fd, uint32_t h) {
@@ -426,7 +427,9 @@ TEST_F(BoTest, UserptrIsInvalidatedWhenItsRangeIsRemapped) {
   EXPECT_NE(bo_flags(fd(), keep) & EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
   munmap(p, 4 * kPage);
   // The status mapping holds the file open (and so its BOs): let go of it.
-  munmap(const_cast<uint8_t*>(reinterpret_cast<const volatile uint8_t*>(st)) - DRM_EDU_ACCEL_FILE_STATUS_OFFSET, kPage);
+  munmap(
+      const_cast<uint8_t*>(reinterpret_cast<const volatile uint8_t*>(st)) - DRM_EDU_ACCEL_FILE_STATUS_OFFSET,
+      kPage);
 }
 
 TEST_F(BoTest, ZeroMemlockLimitMeansNoPinningAtAll) {

@@ -364,7 +364,8 @@ TEST_F(JobTest, SigkillDuringALongCopyLeaksNothing) {
   bool in_flight = false;
   for (int i = 0; i < 6000 && !in_flight; ++i) {
     auto text = hostrt::detail::read_text(node_.debugfs + "/engine");
-    in_flight = text && text->find("\njob ") != std::string::npos && text->find(" done=0") == std::string::npos;
+    in_flight =
+        text && text->find("\njob ") != std::string::npos && text->find(" done=0") == std::string::npos;
     if (!in_flight) usleep(1000);
   }
   EXPECT_TRUE(in_flight) << "the child's copy was never seen on the engine";
@@ -460,8 +461,9 @@ INSTANTIATE_TEST_SUITE_P(
             return b.one(q, op(EDU_ACCEL_OP_D2H, 0, 0, b.completion_handle_, 0, 8))),
         BAD("CopyFromTheCompletionPage", EACCES,
             return b.one(q, op(EDU_ACCEL_OP_H2H, b.completion_handle_, 0, d, 0, 8))),
-        BAD("InSyncPadNotZero", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); uint32_t h = b.syncobj();
-            auto in = sync_point(h); in.pad = 1; return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
+        BAD("InSyncPadNotZero", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            uint32_t h = b.syncobj(); auto in = sync_point(h); in.pad = 1;
+            return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
         BAD("TooManyInSyncs", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             std::vector<drm_edu_accel_sync> in(17, sync_point(b.syncobj()));
             return submit(b.fd(), q, &o, 1, in.data(), 17, nullptr, 0)),
@@ -472,7 +474,8 @@ INSTANTIATE_TEST_SUITE_P(
             return submit(b.fd(), q, &o, 1, reinterpret_cast<drm_edu_accel_sync*>(8), 1, nullptr, 0)),
         BAD("OutSyncsPointerUnmapped", EFAULT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             return submit(b.fd(), q, &o, 1, nullptr, 0, reinterpret_cast<drm_edu_accel_sync*>(8), 1)),
-        BAD("AnotherFilesSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); uint32_t h = 0;
+        BAD(
+            "AnotherFilesSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); uint32_t h = 0;
             // A syncobj of the other file that is not also one of this file.
             do {
               if (drmSyncobjCreate(other, DRM_SYNCOBJ_CREATE_SIGNALED, &h)) return -1;
@@ -559,7 +562,8 @@ TEST_F(JobTest, DeviceBufferIsPrivateToItsFile) {
   size_t leaked = 0;
   for (uint32_t i = 0; i < kChunk; ++i) leaked += loot[i] == secret.mem[i];
   EXPECT_EQ(leaked, 0u) << "a second file read another file's bytes from the device";
-  EXPECT_EQ(std::count(loot.begin(), loot.end(), 0), static_cast<long>(kChunk)) << "expected a cleared buffer";
+  EXPECT_EQ(std::count(loot.begin(), loot.end(), 0), static_cast<long>(kChunk))
+      << "expected a cleared buffer";
 }
 
 // Sends one fault: the next DMA interrupt is dropped, so the job it ends times out.
@@ -579,7 +583,8 @@ TEST_F(JobTest, CompletionSlotIsNotReusedWhileItsQueueHasJobs) {
   ASSERT_EQ(queue_destroy(fd(), first.queue), 0);
   const uint32_t next = make_queue();
   EXPECT_NE(next, first.queue);
-  EXPECT_NE(slot(next), reinterpret_cast<const volatile drm_edu_accel_completion*>(page_ + first.completion_offset));
+  EXPECT_NE(slot(next),
+            reinterpret_cast<const volatile drm_edu_accel_completion*>(page_ + first.completion_offset));
   ASSERT_TRUE(wait(done));
   ASSERT_TRUE(engine_idle(600));
   EXPECT_EQ(slot(next)->completed, 0u) << "the dead queue's job wrote into the new queue's slot";
@@ -679,7 +684,8 @@ TEST_F(JobTest, OversizedJobIsRefused) {
   HostBo a = host_bo(mib * kMiB), b = host_bo(mib * kMiB);
   auto o = op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 2 + 1);
   EXPECT_EQ(submit(fd(), queue_, &o, 1, nullptr, 0, nullptr, 0), E2BIG);
-  std::vector<drm_edu_accel_copy_op> many(2, op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 4 + 1));
+  std::vector<drm_edu_accel_copy_op> many(2,
+                                          op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 4 + 1));
   EXPECT_EQ(submit(fd(), queue_, many.data(), 2, nullptr, 0, nullptr, 0), E2BIG) << "the budget is per job";
   auto small = op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, 3 * kChunk);
   EXPECT_EQ(submit(fd(), queue_, &small, 1, nullptr, 0, nullptr, 0), 0);

@@ -8,7 +8,15 @@
  *  - pointers travel as __u64;
  *  - "out" fields are written only on success;
  *  - a structure may grow at its end: the kernel zero-fills what an older binary did not pass
- *    (DRM's ioctl core copies min(user size, kernel size) and zeroes the rest).
+ *    (DRM's ioctl core copies min(user size, kernel size) and zeroes the rest);
+ *  - every ioctl but QUEUE_DESTROY fails with -ENODEV once the device is gone (unbound,
+ *    removed); jobs still queued then end with -ENODEV.
+ *
+ * Device memory: edu's 4 KiB buffer is shared hardware, but no file can observe or alter
+ * bytes another file put there. Before a job of one file moves a byte, the driver clears the
+ * buffer if another file's job (or the driver's self test) used it last. Within one file,
+ * the buffer keeps its contents from job to job only while no other file's job runs in
+ * between; within one job, always. H2H copies stage through the buffer and leave it undefined.
  */
 #ifndef _UAPI_EDU_ACCEL_H_
 #define _UAPI_EDU_ACCEL_H_
@@ -79,6 +87,9 @@ enum drm_edu_accel_param {
  * @param: in, an &enum drm_edu_accel_param; unknown values fail with -EINVAL
  * @pad: in, must be zero
  * @value: out, the value
+ *
+ * Errors: -EINVAL (unknown @param, nonzero @pad), -ENOMEM (COMPLETION_HANDLE could not
+ * create the page), -ENODEV.
  */
 struct drm_edu_accel_get_param {
 	__u32 param;
@@ -94,8 +105,15 @@ struct drm_edu_accel_get_param {
  * @handle: out, GEM handle; release with DRM_IOCTL_GEM_CLOSE
  * @mmap_offset: out, offset for mmap(2) on this file; the mapping must be MAP_SHARED
  *
- * The memory is zeroed, stays resident and DMA-mapped for the device until the last
- * reference (handle, mapping, queued job) is gone.
+ * The memory is zeroed, allocated where the device can reach it, stays resident and
+ * DMA-mapped for the device until the last reference (handle, mapping, queued job) is gone.
+ * It is charged to the caller's RLIMIT_MEMLOCK (unless CAP_IPC_LOCK), as BO_USERPTR is.
+ * Mappings are not inherited by fork() children (VM_DONTCOPY): a child sees no mapping
+ * there. MADV_DONTNEED on a mapping is harmless: the next touch maps the same page again.
+ *
+ * Errors: -EINVAL (@size 0 or above MAX_BO_SIZE, nonzero @flags), -ENOMEM (no memory the
+ * device can reach, or past RLIMIT_MEMLOCK), -EPERM (RLIMIT_MEMLOCK is zero), -EINTR
+ * (a fatal signal while allocating), -ENODEV.
  */
 struct drm_edu_accel_bo_create {
 	__u64 size;
@@ -142,22 +160,25 @@ struct drm_edu_accel_bo_userptr {
 /* BO_INFO flags */
 #define EDU_ACCEL_BO_INFO_USERPTR	(1u << 0)	/* made by BO_USERPTR */
 #define EDU_ACCEL_BO_INFO_READONLY	(1u << 1)	/* the device may only read it */
-#define EDU_ACCEL_BO_INFO_INVALIDATED	(1u << 2)	/* userptr: the range was unmapped or
-							 * remapped; SUBMIT refuses it */
+/* userptr: the range was unmapped or remapped since registration; SUBMIT refuses the BO */
+#define EDU_ACCEL_BO_INFO_INVALIDATED	(1u << 2)
 
 /**
  * struct drm_edu_accel_bo_info - describe a BO
  * @handle: in, GEM handle of this file
- * @flags: out, EDU_ACCEL_BO_INFO_*
+ * @flags: out, EDU_ACCEL_BO_INFO_* (%EDU_ACCEL_BO_INFO_INVALIDATED for a userptr BO whose
+ *	range changed since it was registered)
  * @size: out, usable bytes (the size passed at creation, rounded up to pages for BO_CREATE)
  * @mmap_offset: out, for BO_CREATE objects; 0 for userptr objects
  * @user_ptr: out, for userptr objects the registered start; 0 otherwise
  * @sg_nents: out, entries of the CPU scatter-gather table (physically contiguous runs, each
  *	at most MAX_SEGMENT_SIZE)
- * @dma_nents: out, DMA segments after mapping (an IOMMU can merge entries into one)
- * @pad: out, zero
+ * @dma_nents: out, DMA segments after mapping (an IOMMU can merge entries into one); 0 for
+ *	the completion page, which the device never accesses
  *
  * Physical and DMA addresses are not reported here; root can read them in debugfs.
+ *
+ * Errors: -ENOENT (no such handle in this file), -ENODEV.
  */
 struct drm_edu_accel_bo_info {
 	__u32 handle;
@@ -171,6 +192,9 @@ struct drm_edu_accel_bo_info {
 
 /**
  * struct drm_edu_accel_completion - one queue's slot in the completion page
+ * The completion page holds MAX_QUEUES (63) of these, then the file's
+ * &struct drm_edu_accel_file_status at %DRM_EDU_ACCEL_FILE_STATUS_OFFSET.
+ *
  * @completed: last sequence number whose job has finished (successfully or not)
  * @failed: last sequence number whose job failed, 0 if none
  * @error: negative errno of that failure (-ETIMEDOUT, -EIO, -ECANCELED ...)
@@ -211,6 +235,12 @@ struct drm_edu_accel_file_status {
  *	queue of the file); mmap it PROT_READ, MAP_SHARED at its BO_INFO mmap_offset
  * @completion_offset: out, byte offset of this queue's &struct drm_edu_accel_completion in
  *	that page
+ *
+ * A queue's id and slot are not handed to a new queue before every job of the old one has
+ * ended (QUEUE_DESTROY does not wait for that).
+ *
+ * Errors: -EINVAL (nonzero @flags), -ENOSPC (MAX_QUEUES queues, counting destroyed ones
+ * whose jobs still run), -ENOMEM, -ENODEV.
  */
 struct drm_edu_accel_queue_create {
 	__u32 flags;
@@ -223,6 +253,11 @@ struct drm_edu_accel_queue_create {
  * struct drm_edu_accel_queue_destroy - destroy a queue; jobs already submitted still run
  * @queue: in, queue id
  * @pad: in, must be zero
+ *
+ * It may sleep until the queue's jobs have reached the engine (not until they end). Works
+ * after the device is gone, so that a process can tear down.
+ *
+ * Errors: -EINVAL (nonzero @pad), -ENOENT (no such queue, or already destroyed).
  */
 struct drm_edu_accel_queue_destroy {
 	__u32 queue;
@@ -294,6 +329,22 @@ struct drm_edu_accel_sync {
  * device buffer), write access to destinations, handles, syncobjs. The job holds a reference
  * on every BO it names until it ends, so closing handles or the file cannot free memory the
  * device still uses.
+ *
+ * A job whose in-sync fence failed does not run: it ends with -ECANCELED. A job's error
+ * (-ETIMEDOUT when the device stopped answering, -ECANCELED, -ENODEV after removal) is in
+ * its queue's completion slot and on its out-sync fences (sync_file status, syncobj
+ * queries). Jobs one file has submitted and not yet retired are bounded (module parameter
+ * max_jobs_per_file, default 256), and one job carries at most max_job_mib MiB of device
+ * traffic (default 16, H2H counted twice) so that no job holds the one engine for long:
+ * split larger copies into several jobs.
+ *
+ * Errors: -EINVAL (nonzero @flags/@pad/op flags/sync pad, @op_count 0 or above MAX_OPS,
+ * more than 16 in- or out-syncs, unknown op type, a handle where none belongs, a range
+ * outside its BO or past MAX_TRANSFER on the device side, size 0), -ENOENT (unknown queue,
+ * BO handle or syncobj of this file), -EACCES (a write into a READONLY registration, or
+ * a copy naming the completion page), -ESTALE (an invalidated userptr BO), -EFAULT (an
+ * unreadable array), -EBUSY (max_jobs_per_file reached), -E2BIG (over max_job_mib),
+ * -ENOMEM, -ENODEV.
  */
 struct drm_edu_accel_submit {
 	__u32 queue;
