@@ -9,8 +9,8 @@
  *  - "out" fields are written only on success;
  *  - a structure may grow at its end: the kernel zero-fills what an older binary did not pass
  *    (DRM's ioctl core copies min(user size, kernel size) and zeroes the rest);
- *  - every ioctl but QUEUE_DESTROY fails with -ENODEV once the device is gone (unbound,
- *    removed); jobs still queued then end with -ENODEV.
+ *  - every ioctl fails with -ENODEV once the device is gone (unbound, removed); jobs still
+ *    queued then end with -ENODEV; closing the file releases everything.
  *
  * Device memory: edu's 4 KiB buffer is shared hardware, but no file can observe or alter
  * bytes another file put there. Before a job of one file moves a byte, the driver clears the
@@ -254,10 +254,10 @@ struct drm_edu_accel_queue_create {
  * @queue: in, queue id
  * @pad: in, must be zero
  *
- * It may sleep until the queue's jobs have reached the engine (not until they end). Works
- * after the device is gone, so that a process can tear down.
+ * It may sleep until the queue's jobs have reached the engine (not until they end), without
+ * holding up the device's removal.
  *
- * Errors: -EINVAL (nonzero @pad), -ENOENT (no such queue, or already destroyed).
+ * Errors: -EINVAL (nonzero @pad), -ENOENT (no such queue, or already destroyed), -ENODEV.
  */
 struct drm_edu_accel_queue_destroy {
 	__u32 queue;

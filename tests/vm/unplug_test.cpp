@@ -1,0 +1,175 @@
+// In-VM suite for device removal: unbinding a device (sysfs) while a process streams DMA
+// through it and holds mapped BOs. The process must see ENODEV, the engine must stop before
+// fences signal and pages are unpinned, every DMA mapping must go with the device (the debug
+// kernel's DMA-API checks report any left at unbind), the other device must keep working,
+// and the driver must bind again. Needs two edu devices; runs as root.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "detail/sysfs.hpp"
+#include "edu_device.hpp"
+#include "proc_util.hpp"
+
+using namespace edu_test;
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint32_t kChunk = 4095;
+constexpr const char* kDriver = "/sys/bus/pci/drivers/edu_accel";
+
+uint64_t deadline_ns(double seconds) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) +
+         static_cast<uint64_t>(seconds * 1e9);
+}
+
+bool write_sysfs(const std::string& path, const std::string& value) {
+  std::ofstream f(path);
+  f << value;
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+// One verified H2H copy through a device: a fresh file, queue and BOs.
+testing::AssertionResult verified_copy(const std::string& render, uint32_t seed) {
+  Fd f(render);
+  if (f.get() < 0) return testing::AssertionFailure() << "cannot open " << render;
+  drm_edu_accel_queue_create q;
+  if (int e = queue_create(f.get(), &q)) return testing::AssertionFailure() << "QUEUE_CREATE " << e;
+  std::vector<uint8_t> src(3 * kChunk), dst(3 * kChunk, 0);
+  std::mt19937 rng(seed);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  uint32_t hs = 0, hd = 0, done = 0;
+  if (bo_userptr(f.get(), src.data(), src.size(), 0, &hs) ||
+      bo_userptr(f.get(), dst.data(), dst.size(), 0, &hd) || drmSyncobjCreate(f.get(), 0, &done))
+    return testing::AssertionFailure() << "BO or syncobj setup failed";
+  auto o = op(EDU_ACCEL_OP_H2H, hs, 0, hd, 0, src.size());
+  auto out = sync_point(done);
+  if (int e = submit(f.get(), q.queue, &o, 1, nullptr, 0, &out, 1))
+    return testing::AssertionFailure() << "SUBMIT " << e;
+  if (drmSyncobjWait(f.get(), &done, 1, static_cast<int64_t>(deadline_ns(600)),
+                     DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr))
+    return testing::AssertionFailure() << "copy never finished";
+  if (std::memcmp(src.data(), dst.data(), src.size()))
+    return testing::AssertionFailure() << "copy through " << render << " corrupted";
+  return testing::AssertionSuccess();
+}
+
+class UnplugTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    nodes_ = hostrt::detail::bound_edu_nodes();
+    if (nodes_.size() < 2) GTEST_SKIP() << "needs two edu devices";
+    pins_before_ = pins_outstanding();
+  }
+  void TearDown() override {
+    // Whatever happened, leave the device bound for the next test.
+    if (!nodes_.empty() && hostrt::detail::bound_edu_nodes().size() < nodes_.size())
+      write_sysfs(std::string(kDriver) + "/bind", nodes_[0].pci);
+  }
+  std::vector<hostrt::detail::EduNode> nodes_;
+  int64_t pins_before_ = 0;
+};
+
+// Child: streams copies through device 0 with a mapped BO and a registered range until the
+// device goes away. Exit code: 0 when it saw ENODEV (from SUBMIT or a job's error).
+int stream_until_enodev(const std::string& render, int ready_fd) {
+  Fd f(render);
+  drm_edu_accel_queue_create q;
+  if (f.get() < 0 || queue_create(f.get(), &q)) return 10;
+  const uint64_t n = 64 * kPage;
+  uint32_t hb = 0, hu = 0, done = 0;
+  uint64_t off = 0;
+  std::vector<uint8_t> user(n, 7);
+  if (bo_create(f.get(), n, &hb, &off) || bo_userptr(f.get(), user.data(), n, 0, &hu) ||
+      drmSyncobjCreate(f.get(), 0, &done))
+    return 11;
+  void* m = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, f.get(), static_cast<off_t>(off));
+  if (m == MAP_FAILED) return 12;
+  (void)!write(ready_fd, "x", 1);
+  for (int i = 0; i < 100000; ++i) {
+    auto o = op(EDU_ACCEL_OP_H2H, hu, 0, hb, 0, n);
+    auto out = sync_point(done);
+    uint64_t seqno = 0;
+    const int err = submit(f.get(), q.queue, &o, 1, nullptr, 0, &out, 1, &seqno);
+    if (err == ENODEV) return 0;
+    if (err) return 13;
+    if (drmSyncobjWait(f.get(), &done, 1, static_cast<int64_t>(deadline_ns(600)),
+                       DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr))
+      return 14;
+    int sf = -1;
+    if (drmSyncobjExportSyncFile(f.get(), done, &sf) == 0) {
+      close(sf);
+    }
+  }
+  return 15;  // never saw the device go
+}
+
+TEST_F(UnplugTest, UnbindWhileStreamingFailsTheProcessCleanlyAndTheDriverBindsAgain) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const std::string render = nodes_[0].render;
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(stream_until_enodev(render, ready[1]));
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  usleep(200000);  // let a few copies run
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/unbind", nodes_[0].pci)) << "unbind failed";
+  // The other device is untouched.
+  EXPECT_TRUE(verified_copy(nodes_[1].render, 1));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the streaming process died";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the streaming process did not get ENODEV (step "
+                                    << WEXITSTATUS(status) << ")";
+  close(ready[0]);
+  close(ready[1]);
+  // Its pins went with its file.
+  for (int i = 0; i < 600 && pins_outstanding() != pins_before_; ++i) usleep(100000);
+  EXPECT_EQ(pins_outstanding(), pins_before_);
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/bind", nodes_[0].pci)) << "bind failed";
+  auto again = hostrt::detail::bound_edu_nodes();
+  ASSERT_EQ(again.size(), nodes_.size());
+  EXPECT_TRUE(verified_copy(again[0].render, 2));
+}
+
+// A file that outlives its device: BOs and mappings stay usable as memory, every ioctl says
+// ENODEV, and closing it afterwards frees everything.
+TEST_F(UnplugTest, FileOpenAcrossUnbindGetsEnodevAndClosesCleanly) {
+  Fd f(nodes_[0].render);
+  ASSERT_GE(f.get(), 0);
+  drm_edu_accel_queue_create q;
+  ASSERT_EQ(queue_create(f.get(), &q), 0);
+  uint32_t h = 0;
+  uint64_t off = 0;
+  ASSERT_EQ(bo_create(f.get(), 4 * kPage, &h, &off), 0);
+  auto* p = static_cast<uint8_t*>(
+      mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, f.get(), static_cast<off_t>(off)));
+  ASSERT_NE(p, MAP_FAILED);
+  p[0] = 42;
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/unbind", nodes_[0].pci));
+  EXPECT_EQ(p[0], 42) << "the memory of a live mapping must stay";
+  uint32_t h2 = 0;
+  EXPECT_EQ(bo_create(f.get(), kPage, &h2), ENODEV);
+  auto o = op(EDU_ACCEL_OP_H2H, h, 0, h, kPage, 10);
+  EXPECT_EQ(submit(f.get(), q.queue, &o, 1, nullptr, 0, nullptr, 0), ENODEV);
+  EXPECT_EQ(queue_destroy(f.get(), q.queue), ENODEV);  // DRM's core refuses every ioctl now
+  munmap(p, 4 * kPage);
+  f.reset();
+  for (int i = 0; i < 600 && pins_outstanding() != pins_before_; ++i) usleep(100000);
+  EXPECT_EQ(pins_outstanding(), pins_before_);
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/bind", nodes_[0].pci));
+  EXPECT_TRUE(verified_copy(hostrt::detail::bound_edu_nodes()[0].render, 3));
+}
+
+}  // namespace
