@@ -30,7 +30,7 @@ class EmulatedBackend final : public DeviceBackend {
   static constexpr std::size_t kDeviceBufferSize = 4096;
   static constexpr std::size_t kMaxTransfer = 4095;
   static constexpr std::size_t kMaxBoSize = 256u << 20;
-  static constexpr unsigned kMaxQueues = 64;  // one page of 64-byte slots, as the driver
+  static constexpr unsigned kMaxQueues = 63;  // 64-byte slots before the file status, as the driver
   static constexpr unsigned kMaxOps = 64;
 
   explicit EmulatedBackend(std::size_t index);
