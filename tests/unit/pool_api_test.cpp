@@ -2,6 +2,7 @@
 // pinned and usable for copies, handles free stream-ordered, containers live in it, and the
 // registration cache saves registrations.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <memory_resource>
 #include <numeric>
@@ -159,6 +160,36 @@ TEST_P(PoolApiTest, EveryStreamAFreeWaitsOnStaysAlive) {
 
 // The range shares the cache's index: dropping the cache first must not leave it dangling
 // (it did, before: ASan reported a use after free in RegisteredRange::reset).
+// munmap + mmap at the same address: the cache's idle registration still pins the old pages,
+// and a hit would have the device copy those. The driver counts the invalidation in the
+// completion page; the next acquire sees it (one load) and registers the range again.
+TEST_P(PoolApiTest, RegistrationCacheRegistersARemappedRangeAgain) {
+  if (detail::emulated_backend(*device) != nullptr)
+    GTEST_SKIP() << "the emulated backend cannot see the process's mappings change";
+  const std::size_t n = 3 * 4096;
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  fill(p, n, 1);
+  RegistrationCache cache(*device);
+  Stream s = device->create_stream();
+  PinnedBuffer dst = device->host_alloc(n);
+  cache.acquire(p, n).reset();  // registered, now idle in the cache
+  ASSERT_EQ(munmap(p, n), 0);
+  ASSERT_EQ(mmap(p, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), p);
+  fill(p, n, 2);
+  std::vector<unsigned char> want(n);
+  fill(want.data(), n, 2);
+  {
+    RegisteredRange r = cache.acquire(p, n);
+    EXPECT_EQ(cache.misses(), 2u) << "a stale registration was served from the cache";
+    s.memcpy_async(dst.data(), p, n, CopyKind::H2H);
+    s.synchronize();
+  }
+  EXPECT_EQ(first_diff(dst.data(), want.data(), n), -1) << "the device copied the old pages";
+  cache.evict_idle();
+  munmap(p, n);
+}
+
 TEST_P(PoolApiTest, RegisteredRangeMayOutliveItsCache) {
   std::vector<unsigned char> mem(1 << 14);
   RegisteredRange r;

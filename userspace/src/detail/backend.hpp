@@ -56,6 +56,14 @@ class DeviceBackend {
   // Returns the job's seqno.
   virtual std::uint64_t submit(std::uint32_t queue, std::span<const CopyOp> ops,
                                std::span<const SyncPoint> in_syncs, std::span<const SyncPoint> out_syncs) = 0;
+
+  // A word that grows each time one of this backend's registrations is invalidated (its range
+  // unmapped, remapped or its pages dropped), readable without a syscall; nullptr when the
+  // backend never invalidates (the emulated one cannot see the process's mappings change).
+  virtual const std::uint64_t* invalidation_counter() { return nullptr; }
+  // Whether the registration behind `handle` was invalidated (the device would copy the old,
+  // still pinned pages: the driver refuses it).
+  virtual bool registration_stale(std::uint32_t /*handle*/) { return false; }
 };
 
 // Reads of the completion page: the producer (driver or engine thread) writes failed/error

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -141,6 +142,29 @@ const unsigned char* DrmBackend::completion_page(std::uint32_t handle, std::size
   }
   len = page_len_;
   return page_;
+}
+
+const std::uint64_t* DrmBackend::invalidation_counter() {
+  drm_edu_accel_get_param p{};
+  p.param = EDU_ACCEL_PARAM_COMPLETION_HANDLE;
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_GET_PARAM, &p)) {
+    if (errno == EINVAL) return nullptr;  // a driver before interface 1.1
+    throw_errno(errno, "GET_PARAM COMPLETION_HANDLE");
+  }
+  std::size_t len = 0;
+  const unsigned char* page = completion_page(static_cast<std::uint32_t>(p.value), len);
+  if (DRM_EDU_ACCEL_FILE_STATUS_OFFSET + sizeof(drm_edu_accel_file_status) > len)
+    throw Error(EPROTO, "the completion page has no file status");
+  static_assert(sizeof(drm_edu_accel_file_status::invalidations) == sizeof(std::uint64_t));
+  return reinterpret_cast<const std::uint64_t*>(page + DRM_EDU_ACCEL_FILE_STATUS_OFFSET +
+                                                offsetof(drm_edu_accel_file_status, invalidations));
+}
+
+bool DrmBackend::registration_stale(std::uint32_t handle) {
+  drm_edu_accel_bo_info info{};
+  info.handle = handle;
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_INFO, &info)) throw_errno(errno, "BO_INFO");
+  return (info.flags & EDU_ACCEL_BO_INFO_INVALIDATED) != 0;
 }
 
 QueueInfo DrmBackend::create_queue() {

@@ -34,6 +34,8 @@ class DrmBackend final : public DeviceBackend {
  private:
   // Maps the file's completion page on first use (every queue shares it).
   const unsigned char* completion_page(std::uint32_t handle, std::size_t& len);
+  const std::uint64_t* invalidation_counter() override;
+  bool registration_stale(std::uint32_t handle) override;
 
   int fd_;
   std::string node_;

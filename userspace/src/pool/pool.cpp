@@ -89,6 +89,12 @@ class DeviceRegistrar final : public detail::pool::Registrar {
   std::unique_ptr<detail::pool::Registration> register_range(void* ptr, std::size_t bytes) override {
     return std::make_unique<DeviceRegistration>(device_.host_register(ptr, bytes, flags_));
   }
+  const std::uint64_t* invalidations() override {
+    return device_.core()->backend("registration cache").invalidation_counter();
+  }
+  bool stale(const detail::pool::Registration& reg) override {
+    return device_.core()->backend("registration cache").registration_stale(reg.handle());
+  }
 
  private:
   Device device_;

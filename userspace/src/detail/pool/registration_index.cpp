@@ -10,7 +10,27 @@
 namespace hostrt::detail::pool {
 
 RegistrationIndex::RegistrationIndex(std::unique_ptr<Registrar> registrar)
-    : registrar_(std::move(registrar)) {}
+    : registrar_(std::move(registrar)), counter_(registrar_->invalidations()) {
+  if (counter_) seen_.store(__atomic_load_n(counter_, __ATOMIC_ACQUIRE), std::memory_order_relaxed);
+}
+
+void RegistrationIndex::revalidate(std::uint64_t now) {
+  std::vector<std::unique_ptr<Registration>> dead;  // unregistered after the lock is dropped
+  std::lock_guard lk(mu_);
+  if (seen_.load(std::memory_order_relaxed) == now) return;
+  for (auto it = ranges_.begin(); it != ranges_.end();) {
+    if (!it->second.stale && registrar_->stale(*it->second.reg)) {
+      if (it->second.refs == 0) {
+        dead.push_back(std::move(it->second.reg));
+        it = ranges_.erase(it);
+        continue;
+      }
+      it->second.stale = true;
+    }
+    ++it;
+  }
+  seen_.store(now, std::memory_order_relaxed);
+}
 
 RegistrationIndex::~RegistrationIndex() = default;
 
@@ -27,10 +47,20 @@ RegistrationIndex::Lease RegistrationIndex::acquire(void* ptr, std::size_t bytes
     throw InvalidArgument(EINVAL,
                           "registration cache: bad range " + std::to_string(a) + "+" + std::to_string(bytes));
   const std::uintptr_t e = a + bytes;
+  // One load in the common case: has any registration of this device been invalidated?
+  if (counter_) {
+    const std::uint64_t now = __atomic_load_n(counter_, __ATOMIC_ACQUIRE);
+    if (now != seen_.load(std::memory_order_relaxed)) revalidate(now);
+  }
   std::vector<std::unique_ptr<Registration>> stale;  // unregistered after the lock is dropped
   {
     std::lock_guard lk(mu_);
     if (auto it = containing(a, e); it != ranges_.end()) {
+      if (it->second.stale)
+        throw AlreadyRegistered(
+            EEXIST,
+            "registration cache: the range was unmapped or remapped while a RegisteredRange "
+            "still holds its old registration; release it first");
       ++it->second.refs;
       ++hits_;
       return {it->first, it->second.reg->handle()};
@@ -66,8 +96,14 @@ RegistrationIndex::Lease RegistrationIndex::acquire(void* ptr, std::size_t bytes
 }
 
 void RegistrationIndex::release(std::uintptr_t key) noexcept {
+  std::unique_ptr<Registration> dead;  // unregistered after the lock is dropped
   std::lock_guard lk(mu_);
-  if (auto it = ranges_.find(key); it != ranges_.end() && it->second.refs > 0) --it->second.refs;
+  auto it = ranges_.find(key);
+  if (it == ranges_.end() || it->second.refs == 0) return;
+  if (--it->second.refs == 0 && it->second.stale) {
+    dead = std::move(it->second.reg);
+    ranges_.erase(it);
+  }
 }
 
 std::size_t RegistrationIndex::evict_idle() {

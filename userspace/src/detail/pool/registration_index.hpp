@@ -2,9 +2,16 @@
 // reference counts, so that registering a range inside one already registered costs no
 // ioctl. Ranges never overlap (the runtime refuses double registration). Released ranges
 // stay registered, idle, until evicted or until a new registration overlaps them.
-// The registrar (a driver call) is never invoked with the index's lock held.
+// The registrar (a driver call) is never invoked with the index's lock held, but for the
+// staleness checks that follow an invalidation.
+//
+// A registration pins the pages its range had when it was made. When the driver reports an
+// invalidation (munmap + mmap at the same address, MADV_DONTNEED...), the next acquire sees
+// the registrar's counter move (one load), asks which registrations went stale, and drops
+// the idle ones, so the range is registered again with its new pages.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -25,6 +32,9 @@ class Registrar {
   virtual ~Registrar() = default;
   // Throws hostrt::Error subclasses (AlreadyRegistered, OutOfMemory...).
   virtual std::unique_ptr<Registration> register_range(void* ptr, std::size_t bytes) = 0;
+  // A word that grows with each invalidation, or nullptr (registrations never go stale).
+  virtual const std::uint64_t* invalidations() { return nullptr; }
+  virtual bool stale(const Registration& /*reg*/) { return false; }
 };
 
 class RegistrationIndex {
@@ -52,14 +62,19 @@ class RegistrationIndex {
   struct Entry {
     std::uintptr_t end = 0;
     std::size_t refs = 0;
+    bool stale = false;  // invalidated while in use: dropped at its last release
     std::unique_ptr<Registration> reg;
   };
   using Map = std::map<std::uintptr_t, Entry>;
 
   // The entry containing [a, e), or end().
   Map::iterator containing(std::uintptr_t a, std::uintptr_t e);
+  // The counter moved: drop stale idle registrations, mark stale ones in use.
+  void revalidate(std::uint64_t now);
 
   std::unique_ptr<Registrar> registrar_;
+  const std::uint64_t* counter_ = nullptr;
+  std::atomic<std::uint64_t> seen_{0};
   mutable std::mutex mu_;
   Map ranges_;
   std::uint64_t hits_ = 0;
