@@ -157,6 +157,38 @@ TEST_P(PoolApiTest, EveryStreamAFreeWaitsOnStaysAlive) {
   pool.deallocate(q, stream);
 }
 
+// cudaStreamWaitEvent semantics for frees: s1 copies from the block, e is recorded on s1, the
+// block's stream waits for e and frees the block without submitting anything since. The free
+// is ordered after e, so the block must not be handed out before s1's copy ends. Emulated:
+// s1's queue is held, so the copy really is pending; before, the free saw an idle stream and
+// the block came straight back out of the thread cache. Drm (VM): no hold, so only a reuse
+// that happens before s1's copy ended is an error.
+TEST_P(PoolApiTest, AFreeAfterAStreamWaitEventWaitsForTheEventsWork) {
+  detail::EmulatedBackend* emu = detail::emulated_backend(*device);
+  Pool pool(*device);
+  Stream s1 = device->create_stream();
+  void* p = pool.allocate(4000, stream);
+  fill(p, 4000, 4);
+  if (emu != nullptr) emu->hold_queue(s1.core()->queue_id(), true);
+  s1.memcpy_async(DevicePtr(0), p, 4000);
+  Event e;
+  e.record(s1);
+  stream.wait(e);
+  pool.deallocate(p, stream);
+  void* q = pool.allocate(4000, stream);
+  if (emu != nullptr) {
+    EXPECT_NE(q, p) << "reused while s1's copy (which the free was ordered after) was held";
+    EXPECT_EQ(pool.stats().pending_free_bytes, 4032u);
+    emu->hold_queue(s1.core()->queue_id(), false);
+  } else if (q == p) {
+    EXPECT_TRUE(s1.reached(e.point())) << "reused before s1's copy ended";
+  }
+  pool.synchronize();
+  EXPECT_EQ(pool.stats().pending_free_bytes, 0u);
+  pool.deallocate(q, stream);
+  s1.synchronize();
+}
+
 // The range shares the cache's index: dropping the cache first must not leave it dangling
 // (it did, before: ASan reported a use after free in RegisteredRange::reset).
 TEST_P(PoolApiTest, RegisteredRangeMayOutliveItsCache) {

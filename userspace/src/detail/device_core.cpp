@@ -136,14 +136,16 @@ StreamCore::~StreamCore() {
 void StreamCore::add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point) {
   std::lock_guard lk(m_);
   pending_waits_.emplace_back(std::move(other), point);
+  last_.fetch_or(kWaitsQueued, std::memory_order_release);
 }
 
 std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> StreamCore::pending_waits() {
   std::lock_guard lk(m_);
-  std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> out;
-  for (const auto& [s, point] : pending_waits_)
-    if (!s->reached(point)) out.emplace_back(s, point);
-  return out;
+  // A reached wait adds no in-fence at the next submit either: drop it now, and the flag with
+  // the last one, so frees on this stream take the warm path again.
+  std::erase_if(pending_waits_, [](const auto& w) { return w.first->reached(w.second); });
+  if (pending_waits_.empty()) last_.fetch_and(~kWaitsQueued, std::memory_order_release);
+  return pending_waits_;
 }
 
 std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
@@ -152,11 +154,13 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   std::vector<SyncPoint> in;
   for (auto& [s, point] : pending_waits_)
     if (!s->reached(point)) in.push_back({s->timeline_, 0, point});
-  const std::uint64_t expect = last_.load(std::memory_order_relaxed) + 1;
+  const std::uint64_t expect = (last_.load(std::memory_order_relaxed) & ~kWaitsQueued) + 1;
   // The stream's timeline point is the job's seqno, so waits need no translation.
   const SyncPoint out{timeline_, 0, expect};
   const std::uint64_t seqno = be.submit(queue_.id, ops, in, {&out, 1});
   pending_waits_.clear();
+  // Clears kWaitsQueued in the same store: the job carries the waits, and its point covers
+  // them (a reader never sees the flag gone with the previous point).
   last_.store(seqno, std::memory_order_release);
   if (seqno != expect)
     throw Error(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " +

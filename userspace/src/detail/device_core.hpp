@@ -86,13 +86,20 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
 
   std::uint64_t id() const noexcept { return id_; }
   const std::shared_ptr<DeviceCore>& device() const noexcept { return dev_; }
-  std::uint64_t last_submitted() const noexcept { return last_.load(std::memory_order_acquire); }
+  // The stream's state word: the last seqno submitted, with kWaitsQueued set while add_wait
+  // has queued waits for the next submit that were not seen reached yet. One word, so that
+  // the pool's free path reads both in one load (a free on a stream that waits for an event
+  // is ordered after that event too: CUDA's event dependencies).
+  static constexpr std::uint64_t kWaitsQueued = std::uint64_t{1} << 63;
+  std::uint64_t state_word() const noexcept { return last_.load(std::memory_order_acquire); }
+  std::uint64_t last_submitted() const noexcept { return state_word() & ~kWaitsQueued; }
   bool reached(std::uint64_t point) const noexcept { return point == 0 || load_completed(slot_) >= point; }
 
   // Queues one job with the dependencies added by add_wait; returns its seqno.
   std::uint64_t submit(std::span<const CopyOp> ops);
   void add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point);
-  // The waits add_wait queued for the next submit, those not yet reached (Event::record).
+  // The waits add_wait queued for the next submit, those not yet reached (Event::record, and
+  // what a free on this stream must also wait for). Drops the reached ones.
   std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> pending_waits();
   std::uint32_t queue_id() const noexcept { return queue_.id; }
   std::uint32_t timeline() const noexcept { return timeline_; }
@@ -109,8 +116,8 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   QueueInfo queue_;
   std::uint32_t timeline_ = 0;
   const Completion* slot_ = nullptr;
-  std::atomic<std::uint64_t> last_{0};
-  std::mutex m_;  // submissions, pending waits, failure reporting
+  std::atomic<std::uint64_t> last_{0};  // see state_word()
+  std::mutex m_;                        // submissions, pending waits, failure reporting
   // Waits for the next submit; holding the streams keeps their timelines alive until then.
   std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> pending_waits_;
   std::uint64_t reported_failed_ = 0;

@@ -329,23 +329,23 @@ Block* PoolCore::find_allocated(const void* p) const {
 }
 
 // Captures, for every stream the block may have been used on (the one it is freed on, its
-// home stream, and each record_stream stream), the last point submitted so far that the host
-// has not yet seen completed. Later work cannot involve the block: the caller gave it up.
-// record_stream keeps `uses` free of duplicates and of the home stream, so only the stream
-// freed on needs skipping.
-[[gnu::always_inline]] inline void PoolCore::collect_waits(Block* b, StreamRef stream) const {
+// home stream, and each record_stream stream), what a free there must wait for: the last
+// point submitted so far that the host has not yet seen completed, and the points that
+// stream's next job would wait for (Stream::wait: the free is ordered after them too). Later
+// work cannot involve the block: the caller gave it up. record_stream keeps `uses` free of
+// duplicates and of the home stream, so only the stream freed on needs skipping.
+// Called without a pool lock (collect may lock the stream).
+void PoolCore::collect_waits(Block* b, StreamRef stream) const {
   b->waits.clear();
+  b->keeps.clear();
 #ifndef HOSTRT_POOL_UNSAFE_REUSE
-  auto add = [b](StreamRef s) __attribute__((always_inline)) {
-    if (const std::uint64_t point = s.unfinished()) [[unlikely]]
-      b->waits.push_back({s, point});
+  auto add = [b](StreamRef s) {
+    if (s.unfinished() != 0) s.collect(b->waits, b->keeps);
   };
   if (stream) add(stream);
   if (b->home && b->home.key() != stream.key()) add(b->home);
-  if (!b->uses.empty()) [[unlikely]] {
-    for (const StreamRef& u : b->uses)
-      if (u.key() != stream.key()) add(u);
-  }
+  for (const StreamRef& u : b->uses)
+    if (u.key() != stream.key()) add(u);
 #else
   // Deliberately wrong, to prove the reuse-safety test can fail: ignores the device.
   (void)stream;
@@ -409,6 +409,7 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
       }
     }
     b->waits.clear();
+    b->keeps.clear();
   }
 
   ThreadCounters& c = tc.counters;

@@ -71,7 +71,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void deallocate_slow(void* p, StreamRef stream);
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
   void free_locked_path(Block* b);
-  void collect_waits(Block* b, StreamRef stream) const;
+  void collect_waits(Block* b, StreamRef stream) const;  // no pool lock held
   void reclaim_locked(StreamKeeps& released) noexcept;
   void release_above_threshold_locked(SegmentList& doomed) noexcept;
   void drain_locked(ThreadCache& tc) noexcept;
