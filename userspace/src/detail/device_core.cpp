@@ -45,7 +45,7 @@ DeviceCore::DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index
     caps_.max_transfer = caps_.device_buffer_size - 1;
 }
 
-DeviceCore::~DeviceCore() { bounce_.clear(*backend_); }
+DeviceCore::~DeviceCore() = default;
 
 DeviceBackend& DeviceCore::backend(const char* what) const {
   if (closed())
@@ -128,6 +128,7 @@ StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev) : dev_(std::move(dev)), 
 }
 
 StreamCore::~StreamCore() {
+  staging_.reset();  // without waiting: queued jobs hold their own references on its BOs
   DeviceBackend& be = dev_->backend_unchecked();
   be.destroy_queue(queue_.id);
   be.destroy_timeline(timeline_);
@@ -167,6 +168,11 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
                             std::to_string(expect) + ": the driver breaks the 1, 2, 3... contract" +
                             where(__FILE__, __LINE__));
   return seqno;
+}
+
+Staging& StreamCore::staging() {
+  std::call_once(staging_once_, [this] { staging_ = std::make_unique<Staging>(*this); });
+  return *staging_;
 }
 
 void StreamCore::wait(std::uint64_t point) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "detail/backend.hpp"
-#include "detail/bounce_pool.hpp"
+#include "detail/staging.hpp"
 #include "hostrt/types.hpp"
 
 namespace hostrt::detail {
@@ -38,7 +38,6 @@ class DeviceCore {
   void add_stream(const std::shared_ptr<StreamCore>& s);
   // Live streams, for device-wide synchronisation.
   std::vector<std::shared_ptr<StreamCore>> streams();
-  BouncePool& bounce() noexcept { return bounce_; }
 
  private:
   std::unique_ptr<DeviceBackend> backend_;
@@ -48,7 +47,6 @@ class DeviceCore {
   std::atomic<bool> closed_{false};
   std::mutex streams_m_;
   std::vector<std::weak_ptr<StreamCore>> streams_;
-  BouncePool bounce_;
 };
 
 // One BO known to the registry; releases both on destruction.
@@ -109,6 +107,8 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   void wait_until(std::uint64_t point);
   // Throws DeviceFault when a job up to `point` (already reached) failed and was not reported.
   void check_failure(std::uint64_t point);
+  // The pinned memory pageable copies on this stream are staged through (made on first use).
+  Staging& staging();
 
  private:
   std::shared_ptr<DeviceCore> dev_;
@@ -121,6 +121,8 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   // Waits for the next submit; holding the streams keeps their timelines alive until then.
   std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> pending_waits_;
   std::uint64_t reported_failed_ = 0;
+  std::once_flag staging_once_;
+  std::unique_ptr<Staging> staging_;  // destroyed first: its segments need the device
 };
 
 }  // namespace hostrt::detail

@@ -10,6 +10,7 @@
 #include "detail/device_core.hpp"
 #include "detail/pool/pool_core.hpp"
 #include "detail/pool/registration_index.hpp"
+#include "detail/pool/stream_core_ref.hpp"
 #include "hostrt/device.hpp"
 #include "hostrt/stream.hpp"
 
@@ -18,55 +19,11 @@ namespace hostrt {
 namespace {
 
 using detail::pool::PoolCore;
-using detail::pool::StreamOps;
 using detail::pool::StreamRef;
-
-// The pool refers to a stream's internals (StreamCore), not to the Stream handle: a handle
-// may be moved, or destroyed once nothing it allocated is still held (pending frees keep the
-// internals alive through retain).
-extern const StreamOps kStreamOps;
-
-StreamRef ref_of(detail::StreamCore* c) noexcept { return StreamRef{c, &kStreamOps}; }
-
-const StreamOps kStreamOps = {
-    // Inline: one load of the stream's state word (last point and the queued-waits flag) and
-    // a completion-page read; this runs on every free.
-    [](const void* s) noexcept {
-      const auto* c = static_cast<const detail::StreamCore*>(s);
-      const std::uint64_t w = c->state_word();
-      if (w & detail::StreamCore::kWaitsQueued) [[unlikely]]
-        return w;
-      return c->reached(w) ? std::uint64_t{0} : w;
-    },
-    [](void* s, std::vector<detail::pool::StreamPoint>& waits,
-       std::vector<std::shared_ptr<const void>>& keeps) {
-      auto* c = static_cast<detail::StreamCore*>(s);
-      // The queued waits first: reading them may drop reached ones and clear the flag.
-      for (auto& [other, point] : c->pending_waits()) {
-        waits.push_back({ref_of(other.get()), point});
-        keeps.push_back(std::move(other));
-      }
-      const std::uint64_t last = c->last_submitted();
-      if (!c->reached(last)) waits.push_back({ref_of(c), last});
-    },
-    [](const void* s, std::uint64_t point) noexcept {
-      return static_cast<const detail::StreamCore*>(s)->reached(point);
-    },
-    [](void* s, std::uint64_t point) { static_cast<detail::StreamCore*>(s)->wait(point); },
-    // The timeline wait alone: StreamCore::wait would also report (and so consume) a device
-    // fault that belongs to the user's next synchronize.
-    [](void* s, std::uint64_t point) {
-      auto* c = static_cast<detail::StreamCore*>(s);
-      if (!c->reached(point)) c->device()->backend("pool wait").wait_timeline(c->timeline(), point);
-    },
-    [](const void* s) -> std::shared_ptr<const void> {
-      return static_cast<const detail::StreamCore*>(s)->shared_from_this();
-    },
-};
 
 StreamRef ref(Stream& s) {
   if (!s) throw InvalidArgument(EINVAL, "pool: empty (destroyed or moved-from) stream");
-  return ref_of(s.core().get());
+  return detail::pool::stream_ref(*s.core());
 }
 
 class DeviceSegment final : public detail::pool::SegmentMemory {

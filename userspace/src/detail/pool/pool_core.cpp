@@ -71,6 +71,7 @@ PoolCore::PoolCore(std::unique_ptr<SegmentSource> source, const PoolOptions& opt
 
 PoolCore::~PoolCore() {
   // The device may still be copying into pending blocks; their memory must outlive that.
+  if (abandon_pending_) return;
   try {
     synchronize();
   } catch (...) {  // a lost device: nothing copies into the memory any more

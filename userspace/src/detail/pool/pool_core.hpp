@@ -54,6 +54,11 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   PoolStats stats() const;
   const PoolOptions& options() const noexcept { return options_; }
 
+  // For a pool whose streams own it (a stream's staging): destruction returns the segments at
+  // once instead of waiting for pending frees, whose jobs hold their own references on the
+  // BOs. Set before first use.
+  void abandon_pending_on_destroy() noexcept { abandon_pending_ = true; }
+
   // Internal: a thread that used this pool is exiting.
   void retire(CacheLink& link) noexcept;
 
@@ -85,6 +90,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::unique_ptr<SegmentSource> source_;
   std::atomic<std::size_t> release_threshold_;
   std::atomic<std::uint64_t> flush_epoch_{0};
+  bool abandon_pending_ = false;
 
   mutable std::mutex mu_;
   PageMap map_;  // written under mu_, read by deallocate() without it
