@@ -5,6 +5,7 @@
 
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
+#include "detail/fork_guard.hpp"
 #include "detail/registry.hpp"
 #include "hostrt/event.hpp"
 
@@ -14,6 +15,8 @@ namespace {
 
 detail::StreamCore& live(const std::shared_ptr<detail::StreamCore>& c, const char* what) {
   if (!c) throw InvalidArgument(EINVAL, std::string(what) + ": the stream is destroyed (or moved from)");
+  if (c->device()->forked())
+    detail::throw_used_after_fork(std::string(what) + ": stream " + std::to_string(c->id()));
   return *c;
 }
 

@@ -46,6 +46,8 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
     return fail(hrtErrorInvalidValue, fn, e.what());
   } catch (const OutOfMemory& e) {
     return fail(hrtErrorMemoryAllocation, fn, e.what());
+  } catch (const UsedAfterFork& e) {
+    return fail(hrtErrorUsedAfterFork, fn, e.what());
   } catch (const DeviceLost& e) {
     return fail(hrtErrorDeviceLost, fn, e.what());
   } catch (const DeviceFault& e) {

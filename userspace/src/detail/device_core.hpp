@@ -26,8 +26,13 @@ class DeviceCore {
 
   // The backend, or DeviceLost naming `what` once the device is closed.
   DeviceBackend& backend(const char* what) const;
-  // For releases, which must work after close.
+  // For releases, which must work after close. nullptr in a child process after fork(): the
+  // parent's objects are not the child's to release (see detail/fork_guard.hpp).
+  DeviceBackend* backend_for_release() const noexcept { return forked() ? nullptr : backend_.get(); }
+  // The backend whatever the state (test hooks).
   DeviceBackend& backend_unchecked() const noexcept { return *backend_; }
+  // True in a child process forked after this device was opened.
+  bool forked() const noexcept;
 
   std::size_t index() const noexcept { return index_; }
   Backend kind() const noexcept { return kind_; }
@@ -45,6 +50,7 @@ class DeviceCore {
   Backend kind_;
   Capabilities caps_;
   std::atomic<bool> closed_{false};
+  std::uint64_t fork_generation_;
   std::mutex streams_m_;
   std::vector<std::weak_ptr<StreamCore>> streams_;
 };

@@ -64,7 +64,8 @@ StagingSegment::~StagingSegment() {
     std::lock_guard lk(segs.m);
     std::erase_if(segs.bos, [&](const BoMapping& b) { return b.handle == bo_.handle; });
   }
-  dev_.backend_unchecked().release_bo(bo_);  // a job still using it holds its own reference
+  // A job still using it holds its own reference.
+  if (DeviceBackend* be = dev_.backend_for_release()) be->release_bo(bo_);
 }
 
 std::unique_ptr<pool::SegmentMemory> StagingSource::allocate(std::size_t bytes) {
@@ -81,7 +82,7 @@ std::unique_ptr<pool::SegmentMemory> StagingSource::allocate(std::size_t bytes) 
       std::lock_guard lk(segs.m);
       std::erase_if(segs.bos, [&](const BoMapping& b) { return b.handle == bo.handle; });
     }
-    dev_.backend_unchecked().release_bo(bo);
+    if (DeviceBackend* be = dev_.backend_for_release()) be->release_bo(bo);
     throw;
   }
 }

@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+#include "detail/fork_guard.hpp"
+
 namespace hostrt::detail::pool {
 
 // What a thread keeps per pool it has used. Shared between the thread (its ThreadLinks) and
@@ -53,6 +55,10 @@ class ThreadLinks {
 };
 thread_local ThreadLinks tl_links;
 
+// In a child after fork(): the forking thread's warm path must miss, so that the slow path
+// refuses the parent's pool.
+void forget_fast_slot() { tl_fast = {0, nullptr}; }
+
 }  // namespace
 
 std::shared_ptr<PoolCore> PoolCore::create(std::unique_ptr<SegmentSource> source,
@@ -65,13 +71,20 @@ PoolCore::PoolCore(std::unique_ptr<SegmentSource> source, const PoolOptions& opt
       options_(options),
       source_(std::move(source)),
       release_threshold_(options.release_threshold),
+      fork_generation_(fork_generation()),
       arena_(map_) {
   if (!source_) throw InvalidArgument(EINVAL, "pool: no segment source");
+  on_fork_child(forget_fast_slot);
+}
+
+void PoolCore::check_process(const char* what) const {
+  if (fork_generation() != fork_generation_) [[unlikely]]
+    throw_used_after_fork(std::string("pool ") + what);
 }
 
 PoolCore::~PoolCore() {
   // The device may still be copying into pending blocks; their memory must outlive that.
-  if (abandon_pending_) return;
+  if (abandon_pending_ || fork_generation() != fork_generation_) return;
   try {
     synchronize();
   } catch (...) {  // a lost device: nothing copies into the memory any more
@@ -124,6 +137,7 @@ void PoolCore::retire(CacheLink& link) noexcept {
 }
 
 void PoolCore::flush_thread_cache() {
+  check_process("flush_thread_cache");
   ThreadCache& tc = cache();
   SegmentList doomed;
   std::lock_guard lk(mu_);
@@ -158,6 +172,7 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
 }
 
 [[gnu::noinline]] void* PoolCore::allocate_slow(std::size_t bytes, StreamRef home) {
+  check_process("allocate");
   if (bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: allocate of " + std::to_string(bytes) + " bytes");
   const std::size_t rounded = block_size_for(bytes);
@@ -389,6 +404,7 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
 }
 
 [[gnu::noinline]] void PoolCore::deallocate_slow(void* p, StreamRef stream) {
+  check_process("deallocate");
   ThreadCache& tc = cache();
   Block* b = find_allocated(p, tc).block;
   const std::size_t size = b->size;
@@ -449,6 +465,7 @@ void PoolCore::free_locked_path(Block* b) {
 }
 
 void PoolCore::record_stream(void* p, StreamRef stream) {
+  check_process("record_stream");
   if (!stream) throw InvalidArgument(EINVAL, "pool: record_stream with an empty stream");
   Block* b = find_allocated(p);
   if (b->home && b->home.key() == stream.key()) return;
@@ -501,6 +518,7 @@ void PoolCore::sample_peaks_locked() noexcept {
 // ---- whole-pool operations ---------------------------------------------------------------
 
 void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
+  check_process("reserve");
   if (large_bytes > kMaxRequest || small_bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: reserve of more than 2^46 bytes");
   auto one = [this](std::size_t bytes, SizeClass cls) {
@@ -520,6 +538,7 @@ void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
 }
 
 std::size_t PoolCore::trim(std::size_t keep_bytes) {
+  check_process("trim");
   ThreadCache& tc = cache();
   SegmentList doomed;
   StreamKeeps streams;
@@ -544,6 +563,7 @@ void PoolCore::set_release_threshold(std::size_t bytes) {
 }
 
 void PoolCore::synchronize() {
+  check_process("synchronize");
   std::vector<HeldPoint> points;
   {
     std::lock_guard lk(mu_);

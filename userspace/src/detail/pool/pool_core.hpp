@@ -67,6 +67,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // Stream references the pending queues let go of: dropped after the lock (see reclaim).
   using StreamKeeps = std::vector<std::shared_ptr<const void>>;
 
+  // UsedAfterFork in a child process forked after the pool was made.
+  void check_process(const char* what) const;
   ThreadCache& cache();
   ThreadCache& bind_thread();
   Block* find_allocated(const void* p) const;
@@ -91,6 +93,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::atomic<std::size_t> release_threshold_;
   std::atomic<std::uint64_t> flush_epoch_{0};
   bool abandon_pending_ = false;
+  const std::uint64_t fork_generation_;
 
   mutable std::mutex mu_;
   PageMap map_;  // written under mu_, read by deallocate() without it
