@@ -116,11 +116,14 @@ PoolStats Pool::stats() const { return core_->stats(); }
 
 // ---- PoolBuffer ----------------------------------------------------------------------------
 
+PoolBuffer::PoolBuffer(Pool& pool, void* p, std::size_t bytes, Stream& stream) noexcept
+    : pool_(&pool), ptr_(p), size_(bytes), stream_(stream.core()) {}
+
 PoolBuffer::PoolBuffer(PoolBuffer&& o) noexcept
     : pool_(std::exchange(o.pool_, nullptr)),
       ptr_(std::exchange(o.ptr_, nullptr)),
       size_(std::exchange(o.size_, 0)),
-      stream_(std::exchange(o.stream_, nullptr)) {}
+      stream_(std::move(o.stream_)) {}
 
 PoolBuffer& PoolBuffer::operator=(PoolBuffer&& o) noexcept {
   if (this != &o) {
@@ -128,7 +131,7 @@ PoolBuffer& PoolBuffer::operator=(PoolBuffer&& o) noexcept {
     pool_ = std::exchange(o.pool_, nullptr);
     ptr_ = std::exchange(o.ptr_, nullptr);
     size_ = std::exchange(o.size_, 0);
-    stream_ = std::exchange(o.stream_, nullptr);
+    stream_ = std::move(o.stream_);
   }
   return *this;
 }
@@ -141,35 +144,35 @@ void PoolBuffer::record_stream(Stream& other) {
 void PoolBuffer::reset() noexcept {
   if (ptr_ == nullptr) return;
   try {
-    pool_->deallocate(ptr_, *stream_);
+    pool_->core().deallocate(ptr_, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
   } catch (...) {  // destructors never throw; see the header
   }
   ptr_ = nullptr;
   pool_ = nullptr;
-  stream_ = nullptr;
+  stream_.reset();
   size_ = 0;
 }
 
 void* PoolBuffer::release() noexcept {
   pool_ = nullptr;
-  stream_ = nullptr;
+  stream_.reset();
   size_ = 0;
   return std::exchange(ptr_, nullptr);
 }
 
 // ---- PoolMemoryResource --------------------------------------------------------------------
 
+PoolMemoryResource::PoolMemoryResource(Pool& pool, Stream* stream) noexcept
+    : pool_(&pool), stream_(stream != nullptr ? stream->core() : nullptr) {}
+
 void* PoolMemoryResource::do_allocate(std::size_t bytes, std::size_t alignment) {
   if (alignment > detail::pool::kAlignment)
     throw InvalidArgument(EINVAL, "pool: alignment " + std::to_string(alignment) + " above 64");
-  return stream_ != nullptr ? pool_->allocate(bytes, *stream_) : pool_->allocate(bytes);
+  return pool_->core().allocate(bytes, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
 }
 
 void PoolMemoryResource::do_deallocate(void* p, std::size_t, std::size_t) {
-  if (stream_ != nullptr)
-    pool_->deallocate(p, *stream_);
-  else
-    pool_->deallocate(p);
+  pool_->core().deallocate(p, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
 }
 
 bool PoolMemoryResource::do_is_equal(const std::pmr::memory_resource& other) const noexcept {

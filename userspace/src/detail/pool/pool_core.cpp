@@ -433,6 +433,10 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
   ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
   ThreadCounters::bump(c.deallocations, 1);
   b->uses.clear();
+  // Dropped when this function returns, after any pool lock (a last reference destroys the
+  // stream, which calls the driver).
+  const std::vector<std::shared_ptr<const void>> use_keeps = std::move(b->use_keeps);
+  b->use_keeps.clear();
   b->home.stream = nullptr;
 
   // Nothing left to wait for, so the block is reusable now: park it in this thread's cache
@@ -471,7 +475,14 @@ void PoolCore::record_stream(void* p, StreamRef stream) {
   if (b->home && b->home.key() == stream.key()) return;
   for (const StreamRef& u : b->uses)
     if (u.key() == stream.key()) return;
+  auto keep = stream.retain();  // the user may destroy the stream before the free
   b->uses.push_back(stream);
+  try {
+    if (keep) b->use_keeps.push_back(std::move(keep));
+  } catch (...) {
+    b->uses.pop_back();
+    throw;
+  }
 }
 
 std::size_t PoolCore::block_size(const void* p) const { return find_allocated(p)->size; }
