@@ -5,6 +5,8 @@
 //     unfinished work, so blocks are reusable at once) vs mimalloc, glibc and jemalloc.
 //  2. Two-thread scaling (2-thread / 1-thread throughput on a batch of mixed sizes), for the
 //     pool and for mimalloc in the same run.
+//  2b. The pending path (allocate -> copy -> free on the stream, 2 streams per thread, device
+//      in the loop), 1 -> 2 threads: pool_pending_path_scaling.
 //  3. Replayed allocation traces: the pool's peak reserved bytes over the trace's peak
 //     requested bytes, and what a power-of-two caching allocator would have reserved.
 //
@@ -172,6 +174,35 @@ void BM_Mix_mimalloc(benchmark::State& st) {
   const auto& m = Mimalloc::get();
   mix_loop(
       st, [&](std::size_t n) { return m.malloc(n); }, [&](void* p) { m.free(p); });
+}
+
+// ---- 2b. the pending path, with the device in the loop --------------------------------------
+
+// Each thread drives two streams of its own: allocate on a stream, copy from the block to the
+// (emulated) device on it, free on it while the copy may still run (the pending path: the
+// arena lock, the per-stream queues, reclaim); every 16 rounds both streams are synchronized
+// so that the queues stay bounded. Scaling from 1 to 2 threads shows what the shared pending
+// path costs.
+void BM_Pending_pool(benchmark::State& st) {
+  auto& e = PoolEnv::get();
+  const auto t = static_cast<std::size_t>(st.thread_index());
+  hostrt::Stream* s[2] = {&e.streams[2 * t], &e.streams[2 * t + 1]};
+  std::uint64_t round = 0;
+  for (auto _ : st) {
+    for (int i = 0; i < 2; ++i) {
+      void* p = e.pool.allocate(1024, *s[i]);
+      touch(p);
+      s[i]->memcpy_async(hostrt::DevicePtr(256 * (2 * t + static_cast<std::size_t>(i))), p, 256);
+      e.pool.deallocate(p, *s[i]);
+    }
+    if (++round % 16 == 0) {
+      s[0]->synchronize();
+      s[1]->synchronize();
+    }
+  }
+  s[0]->synchronize();
+  s[1]->synchronize();
+  st.SetItemsProcessed(st.iterations() * 2);
 }
 
 // ---- capturing results ---------------------------------------------------------------------
@@ -428,6 +459,12 @@ int main(int argc, char** argv) {
                   benchmark::RegisterBenchmark("Mix/mimalloc", BM_Mix_mimalloc)}) {
     b->Threads(1)->Threads(2)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(false);
   }
+  benchmark::RegisterBenchmark("Pending/pool", BM_Pending_pool)
+      ->Threads(1)
+      ->Threads(2)
+      ->UseRealTime()
+      ->Repetitions(3)
+      ->ReportAggregatesOnly(false);
   benchmark::Initialize(&argc, argv);
   CapturingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
@@ -468,6 +505,15 @@ int main(int argc, char** argv) {
     metric("mimalloc_2thread_scaling", m2 / m1, "ratio");
     metric("pool_2thread_scaling_vs_mimalloc", (p2 / p1) / (m2 / m1), "ratio");
   }
+
+  // 2b. The pending path with the device in the loop, 1 -> 2 threads.
+  double q1 = 0, q2 = 0;
+  for (const auto& [name, r] : g_results) {
+    if (name.rfind("Pending/pool/", 0) != 0) continue;
+    if (name.ends_with("threads:1")) q1 = std::max(q1, r.items_per_second);
+    if (name.ends_with("threads:2")) q2 = std::max(q2, r.items_per_second);
+  }
+  if (q1 > 0 && q2 > 0) metric("pool_pending_path_scaling", q2 / q1, "ratio");
 
   // 3. Traces: the headline is the worst trace.
   double worst_trace = 0;

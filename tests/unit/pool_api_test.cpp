@@ -49,22 +49,75 @@ TEST_P(PoolApiTest, BlocksArePinnedAndCarryCopies) {
   EXPECT_EQ(pool.trim(), std::size_t{2} << 20);
 }
 
+// The free must wait for the copy. Emulated: the stream's queue is held, so the copy is
+// certainly pending when the buffer goes (before, the test relied on the copy still running
+// and caught an unsafe pool 17 times out of 30). Drm: a reuse must come after completion.
 TEST_P(PoolApiTest, PoolBufferFreesOnItsStreamAfterTheCopy) {
+  detail::EmulatedBackend* emu = detail::emulated_backend(*device);
   Pool pool(*device, PoolOptions{.thread_cache_bytes = 0});
   void* first = nullptr;
+  if (emu != nullptr) emu->hold_queue(stream.core()->queue_id(), true);
   {
     PoolBuffer b = pool.allocate_buffer(4000, stream);
     first = b.data();
     fill(b.data(), b.size(), 3);
     stream.memcpy_async(DevicePtr(0), b.data(), b.size());
-  }  // freed on `stream` while the copy may still run
+  }  // freed on `stream` while the copy is held (Emulated) or may still run
   PoolBuffer c = pool.allocate_buffer(4000, stream);
-  if (c.data() == first) {
+  if (emu != nullptr) {
+    EXPECT_NE(c.data(), first) << "reused while the copy was held";
+    EXPECT_EQ(pool.stats().pending_free_bytes, 4032u);
+    emu->hold_queue(stream.core()->queue_id(), false);
+  } else if (c.data() == first) {
     EXPECT_TRUE(stream.reached(stream.last_submitted())) << "reused before completion";
   }
   stream.synchronize();
   pool.synchronize();
   EXPECT_EQ(pool.stats().pending_free_bytes, 0u);
+}
+
+// PoolBuffer and PoolMemoryResource hold the stream's internals: the Stream handle may move
+// (before: the buffer freed through the moved-from handle, which threw inside reset(), and the
+// block leaked; the resource's deallocate threw) or go first (before: a dangling Stream*).
+TEST_P(PoolApiTest, PoolBufferAndResourceSurviveTheirStreamHandle) {
+  Pool pool(*device);
+  auto s = std::make_unique<Stream>(device->create_stream());
+  PoolBuffer b = pool.allocate_buffer(1000, *s);
+  PoolMemoryResource mr(pool, s.get());
+  void* q = mr.allocate(500);
+  Stream moved = std::move(*s);
+  s.reset();
+  b.reset();
+  EXPECT_NO_THROW(mr.deallocate(q, 500));
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u) << "a block leaked";
+  PoolBuffer c = pool.allocate_buffer(100, moved);
+  { Stream gone = std::move(moved); }
+  c.reset();
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+}
+
+// record_stream keeps the recorded stream alive until the block's free: the user may destroy
+// it right after recording (before: the free read the destroyed stream, ASan: use after free).
+TEST_P(PoolApiTest, RecordStreamKeepsTheRecordedStreamAlive) {
+  detail::EmulatedBackend* emu = detail::emulated_backend(*device);
+  if (emu == nullptr) GTEST_SKIP() << "needs the emulated engine's queue hold";
+  Pool pool(*device, PoolOptions{.thread_cache_bytes = 0});
+  void* p = pool.allocate(4000, stream);
+  fill(p, 4000, 5);
+  auto other = std::make_unique<Stream>(device->create_stream());
+  const std::uint32_t q_other = other->core()->queue_id();
+  emu->hold_queue(q_other, true);
+  other->memcpy_async(DevicePtr(0), p, 4000);
+  pool.record_stream(p, *other);
+  other.reset();
+  pool.deallocate(p, stream);
+  EXPECT_EQ(pool.stats().pending_free_bytes, 4032u) << "the recorded stream's copy is held";
+  void* q = pool.allocate(4000, stream);
+  EXPECT_NE(q, p);
+  emu->hold_queue(q_other, false);
+  pool.synchronize();
+  EXPECT_EQ(pool.stats().pending_free_bytes, 0u);
+  pool.deallocate(q, stream);
 }
 
 TEST_P(PoolApiTest, PmrContainersLiveInPinnedMemory) {
@@ -156,6 +209,38 @@ TEST_P(PoolApiTest, EveryStreamAFreeWaitsOnStaysAlive) {
   pool.synchronize();
   EXPECT_EQ(pool.stats().pending_free_bytes, 0u);
   pool.deallocate(q, stream);
+}
+
+// cudaStreamWaitEvent semantics for frees: s1 copies from the block, e is recorded on s1, the
+// block's stream waits for e and frees the block without submitting anything since. The free
+// is ordered after e, so the block must not be handed out before s1's copy ends. Emulated:
+// s1's queue is held, so the copy really is pending; before, the free saw an idle stream and
+// the block came straight back out of the thread cache. Drm (VM): no hold, so only a reuse
+// that happens before s1's copy ended is an error.
+TEST_P(PoolApiTest, AFreeAfterAStreamWaitEventWaitsForTheEventsWork) {
+  detail::EmulatedBackend* emu = detail::emulated_backend(*device);
+  Pool pool(*device);
+  Stream s1 = device->create_stream();
+  void* p = pool.allocate(4000, stream);
+  fill(p, 4000, 4);
+  if (emu != nullptr) emu->hold_queue(s1.core()->queue_id(), true);
+  s1.memcpy_async(DevicePtr(0), p, 4000);
+  Event e;
+  e.record(s1);
+  stream.wait(e);
+  pool.deallocate(p, stream);
+  void* q = pool.allocate(4000, stream);
+  if (emu != nullptr) {
+    EXPECT_NE(q, p) << "reused while s1's copy (which the free was ordered after) was held";
+    EXPECT_EQ(pool.stats().pending_free_bytes, 4032u);
+    emu->hold_queue(s1.core()->queue_id(), false);
+  } else if (q == p) {
+    EXPECT_TRUE(s1.reached(e.point())) << "reused before s1's copy ended";
+  }
+  pool.synchronize();
+  EXPECT_EQ(pool.stats().pending_free_bytes, 0u);
+  pool.deallocate(q, stream);
+  s1.synchronize();
 }
 
 // The range shares the cache's index: dropping the cache first must not leave it dangling

@@ -117,6 +117,52 @@ TEST_F(PoolCApiTest, SharedLargeSegmentsIsHonoured) {
   }
 }
 
+// Pool and registration-cache handles are validated like stream and event handles: a
+// destroyed one is refused (before: a second destroy deleted it again).
+TEST_F(PoolCApiTest, DestroyedHandlesAreRefused) {
+  hrtPool_t p = nullptr;
+  ASSERT_EQ(hrtPoolCreate(&p, stream, nullptr), hrtSuccess);
+  ASSERT_EQ(hrtPoolDestroy(p), hrtSuccess);
+  EXPECT_EQ(hrtPoolDestroy(p), hrtErrorInvalidResourceHandle) << "double destroy";
+  void* q = nullptr;
+  EXPECT_EQ(hrtPoolMalloc(p, &q, 64), hrtErrorInvalidResourceHandle);
+  hrtRegCache_t c = nullptr;
+  ASSERT_EQ(hrtRegCacheCreate(&c, stream, 0), hrtSuccess);
+  ASSERT_EQ(hrtRegCacheDestroy(c), hrtSuccess);
+  EXPECT_EQ(hrtRegCacheDestroy(c), hrtErrorInvalidResourceHandle) << "double destroy";
+  hrtRegCacheStats st{};
+  EXPECT_EQ(hrtRegCacheGetStats(c, &st), hrtErrorInvalidResourceHandle);
+}
+
+// hrtPoolRecordStream, hrtPoolReserve and hrtPoolSetReleaseThreshold, which no test called.
+// (No thread cache, so the freed block is back in its segment, which is then idle.)
+TEST_F(PoolCApiTest, RecordStreamReserveAndReleaseThreshold) {
+  hrtPoolProps props{};
+  props.disableThreadCache = 1;
+  ASSERT_EQ(hrtPoolDestroy(pool), hrtSuccess);
+  ASSERT_EQ(hrtPoolCreate(&pool, stream, &props), hrtSuccess);
+  ASSERT_EQ(hrtPoolReserve(pool, 0, 4 << 20), hrtSuccess) << hrtGetLastErrorMessage();
+  hrtPoolStats st{};
+  ASSERT_EQ(hrtPoolGetStats(pool, &st), hrtSuccess);
+  EXPECT_EQ(st.reservedBytes, std::size_t{4} << 20);
+  EXPECT_EQ(st.misses, 1u);
+  hrtStream_t other = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&other), hrtSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(hrtPoolMallocAsync(pool, &p, 2000, stream), hrtSuccess);
+  fill(p, 2000, 1);
+  ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), p, 2000, hrtMemcpyHostToDevice, other), hrtSuccess);
+  ASSERT_EQ(hrtPoolRecordStream(pool, p, other), hrtSuccess) << hrtGetLastErrorMessage();
+  EXPECT_EQ(hrtPoolRecordStream(pool, nullptr, other), hrtErrorInvalidValue);
+  ASSERT_EQ(hrtStreamDestroy(other), hrtSuccess) << "the pool keeps the recorded stream alive";
+  ASSERT_EQ(hrtPoolFreeAsync(pool, p, stream), hrtSuccess);
+  ASSERT_EQ(hrtPoolSynchronize(pool), hrtSuccess);
+  ASSERT_EQ(hrtPoolSetReleaseThreshold(pool, 0), hrtSuccess);
+  ASSERT_EQ(hrtPoolGetStats(pool, &st), hrtSuccess);
+  EXPECT_EQ(st.reservedBytes, 0u) << "a threshold of 0 releases every idle segment";
+  EXPECT_EQ(st.segmentsReleased, 1u);
+}
+
 hrtMemoryType type_of(const void* p) {
   hrtPointerAttributes a{};
   EXPECT_EQ(hrtPointerGetAttributes(&a, p), hrtSuccess) << hrtGetLastErrorMessage();

@@ -94,6 +94,36 @@ TEST_F(PoolCoreTest, RecordStreamMakesTheFreeWaitForTheOtherStreamToo) {
   EXPECT_TRUE(seen);
 }
 
+// cudaStreamWaitEvent(s2, e) with e recorded behind s1's use of the block, then a free on s2
+// with no work on s2 since: the free is ordered after e, so the block waits for s1's job.
+// Thread caches on: the warm free path must see the queued wait too. Before, s2 looked idle
+// and the block was reused at once.
+TEST_F(PoolCoreTest, AFreeOrderedAfterAnEventWaitWaitsForTheEventsWork) {
+  auto pool = make_fake_pool(src);
+  void* p = pool->allocate(256, s2.ref());
+  const auto j1 = s1.submit();  // s1's job reads p
+  s2.wait_for(s1, j1);          // s2 waits for an event recorded after j1
+  pool->deallocate(p, s2.ref());
+  EXPECT_EQ(pool->stats().pending_free_bytes, 256u) << "reusable before s1's job ended";
+  void* q = pool->allocate(256, {});
+  EXPECT_NE(q, p);
+  s1.complete_to(j1);
+  pool->deallocate(q, {});
+  void* r = pool->allocate(100000, {});  // a slow-path call reclaims
+  EXPECT_EQ(pool->stats().pending_free_bytes, 0u) << "reusable once s1 reached the point";
+  pool->deallocate(r, {});
+  EXPECT_EQ(s1.waits(), 0u);
+  // Once s2 submits, its job carries the wait and a free on s2 waits for that job alone.
+  void* t = pool->allocate(256, s2.ref());
+  s2.wait_for(s1, s1.submit());
+  const auto j2 = s2.submit();
+  pool->deallocate(t, s2.ref());
+  EXPECT_EQ(pool->stats().pending_free_bytes, 256u);
+  s2.complete_to(j2);
+  pool->synchronize();
+  EXPECT_EQ(pool->stats().pending_free_bytes, 0u);
+}
+
 TEST_F(PoolCoreTest, IdleStreamMeansImmediateReuseThroughTheThreadCache) {
   auto pool = make_fake_pool(src);
   void* p = pool->allocate(256, s1.ref());

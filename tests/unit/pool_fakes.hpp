@@ -13,6 +13,8 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "detail/pool/pool_core.hpp"
 #include "detail/pool/segment_source.hpp"
@@ -26,8 +28,20 @@ class FakeStream {
   explicit FakeStream(std::uint64_t id) : id_(id) {}
   std::uint64_t id() const { return id_; }
 
-  // A job that will end when complete_to() (or a wait) reaches its point.
-  std::uint64_t submit() { return submitted_.fetch_add(1, std::memory_order_acq_rel) + 1; }
+  // A job that will end when complete_to() (or a wait) reaches its point. It carries the
+  // waits queued by wait_for(), as a runtime stream's next job carries Stream::wait's.
+  std::uint64_t submit() {
+    std::lock_guard lk(m_);
+    queued_.clear();
+    has_queued_.store(false, std::memory_order_release);
+    return submitted_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  }
+  // Stream::wait(event recorded at `point` on `other`): the next job waits for it.
+  void wait_for(FakeStream& other, std::uint64_t point) {
+    std::lock_guard lk(m_);
+    queued_.push_back({&other, point});
+    has_queued_.store(true, std::memory_order_release);
+  }
   void complete_to(std::uint64_t p) {
     std::uint64_t cur = completed_.load(std::memory_order_acquire);
     while (cur < p && !completed_.compare_exchange_weak(cur, p, std::memory_order_acq_rel)) {
@@ -50,13 +64,27 @@ class FakeStream {
   std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> waits_{0};
   std::atomic<bool> fail_next_{false};
+  std::mutex m_;
+  std::vector<std::pair<FakeStream*, std::uint64_t>> queued_;
+  std::atomic<bool> has_queued_{false};
 };
 
 inline const detail::pool::StreamOps FakeStream::kOps = {
     [](const void* s) noexcept {
       const auto* f = static_cast<const FakeStream*>(s);
+      if (f->has_queued_.load(std::memory_order_acquire)) return ~std::uint64_t{0};
       const std::uint64_t last = f->submitted();
       return f->completed() >= last ? std::uint64_t{0} : last;
+    },
+    [](void* s, std::vector<detail::pool::StreamPoint>& waits, std::vector<std::shared_ptr<const void>>&) {
+      auto* f = static_cast<FakeStream*>(s);
+      {
+        std::lock_guard lk(f->m_);
+        for (auto [other, point] : f->queued_)
+          if (other->completed() < point) waits.push_back({other->ref(), point});
+      }
+      const std::uint64_t last = f->submitted();
+      if (f->completed() < last) waits.push_back({f->ref(), last});
     },
     [](const void* s, std::uint64_t p) noexcept {
       return static_cast<const FakeStream*>(s)->completed() >= p;

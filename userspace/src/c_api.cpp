@@ -420,6 +420,8 @@ const char* hrtGetErrorName(hrtError_t error) {
       return "hrtErrorLaunchFailure";
     case hrtErrorNotSupported:
       return "hrtErrorNotSupported";
+    case hrtErrorUsedAfterFork:
+      return "hrtErrorUsedAfterFork";
     case hrtErrorUnknown:
       return "hrtErrorUnknown";
   }
@@ -452,6 +454,8 @@ const char* hrtGetErrorString(hrtError_t error) {
       return "work failed on the device";
     case hrtErrorNotSupported:
       return "operation not supported";
+    case hrtErrorUsedAfterFork:
+      return "device or pool of the parent process used after fork()";
     case hrtErrorUnknown:
       return "unknown error";
   }

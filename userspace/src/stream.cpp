@@ -1,9 +1,11 @@
 #include "hostrt/stream.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
+#include "detail/fork_guard.hpp"
 #include "detail/registry.hpp"
 #include "hostrt/event.hpp"
 
@@ -13,6 +15,8 @@ namespace {
 
 detail::StreamCore& live(const std::shared_ptr<detail::StreamCore>& c, const char* what) {
   if (!c) throw InvalidArgument(EINVAL, std::string(what) + ": the stream is destroyed (or moved from)");
+  if (c->device()->forked())
+    detail::throw_used_after_fork(std::string(what) + ": stream " + std::to_string(c->id()));
   return *c;
 }
 
@@ -50,6 +54,26 @@ End resolve_host(const detail::DeviceCore& dev, const void* p, std::size_t n, bo
   return {false, e->handle, a - e->begin};
 }
 
+// A staged chunk, released (stream-ordered) when it goes.
+class StagedChunk {
+ public:
+  explicit StagedChunk(detail::Staging& st) noexcept : st_(st) {}
+  StagedChunk(const StagedChunk&) = delete;
+  StagedChunk& operator=(const StagedChunk&) = delete;
+  ~StagedChunk() {
+    if (chunk.ptr == nullptr) return;
+    try {
+      st_.release(chunk);
+    } catch (...) {  // the chunk stays out of the ring: a leak, never a reuse
+    }
+  }
+  void acquire(std::size_t bytes) { chunk = st_.acquire(bytes); }
+  detail::Staging::Chunk chunk;
+
+ private:
+  detail::Staging& st_;
+};
+
 }  // namespace
 
 Stream::Stream(std::shared_ptr<detail::StreamCore> core) noexcept : core_(std::move(core)) {}
@@ -83,7 +107,7 @@ bool Stream::query() {
 void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind kind) {
   auto& s = live(core_, "memcpy_async");
   const auto& dev = s.device();
-  detail::DeviceBackend& be = dev->backend("memcpy_async");
+  dev->backend("memcpy_async");  // DeviceLost once closed
   EXPECTS(kind == CopyKind::H2D || kind == CopyKind::D2H || kind == CopyKind::H2H,
           "memcpy_async: unknown copy kind " + std::to_string(static_cast<int>(kind)));
   if (n == 0) return;
@@ -102,44 +126,40 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
   op.dst_handle = to.handle;
   op.dst_offset = to.offset;
 
-  // Pageable memory goes through pinned bounce buffers (see stream.hpp for who waits).
-  auto& pool = dev->bounce();
-  detail::BoMapping src_bounce{}, dst_bounce{};
-  auto give_back = [&] {
-    if (src_bounce.handle) pool.release(be, src_bounce);
-    if (dst_bounce.handle) pool.release(be, dst_bounce);
-  };
-  std::uint64_t seqno = 0;
-  try {
-    if (from.pageable) {
-      src_bounce = pool.acquire(be, n);
-      std::memcpy(src_bounce.ptr, src, n);
-      op.src_handle = src_bounce.handle;
-      op.src_offset = 0;
-    }
-    if (to.pageable) {
-      dst_bounce = pool.acquire(be, n);
-      op.dst_handle = dst_bounce.handle;
-      op.dst_offset = 0;
-    }
-    seqno = s.submit({&op, 1});
-  } catch (...) {
-    give_back();  // nothing was queued
-    throw;
-  }
-  if (!to.pageable) {
-    if (src_bounce.handle) pool.release_after(src_bounce, core_, seqno);
+  if (!from.pageable && !to.pageable) {
+    s.submit({&op, 1});
     return;
   }
-  try {
-    s.wait(seqno);
-  } catch (...) {
-    if (src_bounce.handle) pool.release_after(src_bounce, core_, seqno);
-    pool.release_after(dst_bounce, core_, seqno);
-    throw;
+  // Pageable memory is staged chunk by chunk through the stream's ring (see stream.hpp for
+  // who waits). A staged chunk goes back stream-ordered, behind the job that uses it.
+  detail::Staging& staging = s.staging();
+  const auto* in = static_cast<const unsigned char*>(src);
+  auto* out = static_cast<unsigned char*>(dst);
+  for (std::size_t done = 0; done < n;) {
+    const std::size_t c = std::min(n - done, detail::Staging::kChunkBytes);
+    detail::CopyOp o = op;
+    o.size = c;
+    o.src_offset = from.offset + done;
+    o.dst_offset = to.offset + done;
+    StagedChunk sc(staging), dc(staging);
+    if (from.pageable) {
+      sc.acquire(c);
+      std::memcpy(sc.chunk.ptr, in + done, c);
+      o.src_handle = sc.chunk.handle;
+      o.src_offset = sc.chunk.offset;
+    }
+    if (to.pageable) {
+      dc.acquire(c);
+      o.dst_handle = dc.chunk.handle;
+      o.dst_offset = dc.chunk.offset;
+    }
+    const std::uint64_t seqno = s.submit({&o, 1});
+    if (to.pageable) {
+      s.wait(seqno);
+      std::memcpy(out + done, dc.chunk.ptr, c);
+    }
+    done += c;
   }
-  std::memcpy(dst, dst_bounce.ptr, n);
-  give_back();
 }
 
 void Stream::wait(const Event& event) {

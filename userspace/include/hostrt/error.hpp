@@ -33,6 +33,13 @@ class DeviceLost : public Error {
   using Error::Error;
 };
 
+// A device, stream or pool opened before fork() used in the child (ECHILD). The child must
+// open its own; releases of the parent's objects are left undone in the child.
+class UsedAfterFork : public DeviceLost {
+ public:
+  using DeviceLost::DeviceLost;
+};
+
 // The caller passed something wrong: bad pointer, size, range, flags, stream (EINVAL...).
 class InvalidArgument : public Error {
  public:

@@ -42,6 +42,7 @@ typedef enum hrtError {
   hrtErrorInvalidResourceHandle = 9, /* destroyed or unknown stream / event */
   hrtErrorLaunchFailure = 10,        /* submitted work failed on the device */
   hrtErrorNotSupported = 11,
+  hrtErrorUsedAfterFork = 12, /* a device or pool opened before fork() used in the child */
   hrtErrorUnknown = 999
 } hrtError_t;
 

@@ -42,8 +42,10 @@
 //    up as corruption right where the free is, not later.
 //  - Streams: the pool refers to a stream's internals, not to the Stream handle, so a handle
 //    may be moved at any time. A free waiting on a stream keeps that stream alive itself, so
-//    a Stream may be destroyed right after the free. While a block is held, the streams it
-//    was allocated on or named with record_stream must stay alive (until its deallocate).
+//    a Stream may be destroyed right after the free, and record_stream keeps the recorded
+//    stream alive until the block's free. While a block is held, the stream it was allocated
+//    on must stay alive (the warm path takes no reference); PoolBuffer and
+//    PoolMemoryResource hold one themselves.
 //  - Destroying the pool waits for all pending work, then returns every segment; blocks
 //    still held by the user become invalid.
 //
@@ -66,6 +68,10 @@ namespace hostrt {
 
 class Device;
 class Stream;
+
+namespace detail {
+class StreamCore;
+}
 
 namespace detail::pool {
 class PoolCore;
@@ -179,12 +185,12 @@ class Pool {
   std::shared_ptr<detail::pool::PoolCore> core_;
 };
 
-// One block of a Pool, freed on its stream when the handle goes. Movable.
+// One block of a Pool, freed on its stream when the handle goes. Movable. It holds the
+// stream's internals, not the Stream handle: the handle may be moved or destroyed first.
 class PoolBuffer {
  public:
   PoolBuffer() noexcept = default;
-  PoolBuffer(Pool& pool, void* p, std::size_t bytes, Stream& stream) noexcept
-      : pool_(&pool), ptr_(p), size_(bytes), stream_(&stream) {}
+  PoolBuffer(Pool& pool, void* p, std::size_t bytes, Stream& stream) noexcept;
   PoolBuffer(PoolBuffer&& o) noexcept;
   PoolBuffer& operator=(PoolBuffer&& o) noexcept;
   PoolBuffer(const PoolBuffer&) = delete;
@@ -206,18 +212,18 @@ class PoolBuffer {
   Pool* pool_ = nullptr;
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
-  Stream* stream_ = nullptr;
+  std::shared_ptr<detail::StreamCore> stream_;
 };
 
 // std::pmr adaptor, so containers can live in pinned memory:
 //   hostrt::PoolMemoryResource mr(pool, stream);
 //   std::pmr::vector<float> v(&mr);
-// Frees are stream-ordered on `stream` (or have no stream when constructed without one).
+// Frees are stream-ordered on `stream` (or have no stream when constructed without one). The
+// resource holds the stream's internals, so the Stream handle may be moved or destroyed first.
 // Alignments up to 64 are honoured; larger ones throw InvalidArgument.
 class PoolMemoryResource : public std::pmr::memory_resource {
  public:
-  explicit PoolMemoryResource(Pool& pool, Stream* stream = nullptr) noexcept
-      : pool_(&pool), stream_(stream) {}
+  explicit PoolMemoryResource(Pool& pool, Stream* stream = nullptr) noexcept;
   Pool& pool() const noexcept { return *pool_; }
 
  private:
@@ -226,7 +232,7 @@ class PoolMemoryResource : public std::pmr::memory_resource {
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override;
 
   Pool* pool_;
-  Stream* stream_;
+  std::shared_ptr<detail::StreamCore> stream_;  // empty: no stream
 };
 
 // A cache in front of Device::host_register: registering a range that lies inside a range

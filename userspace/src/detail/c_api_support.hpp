@@ -5,7 +5,9 @@
 
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <set>
 #include <string>
 
 #include "hostrt/hostrt.h"
@@ -46,6 +48,8 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
     return fail(hrtErrorInvalidValue, fn, e.what());
   } catch (const OutOfMemory& e) {
     return fail(hrtErrorMemoryAllocation, fn, e.what());
+  } catch (const UsedAfterFork& e) {
+    return fail(hrtErrorUsedAfterFork, fn, e.what());
   } catch (const DeviceLost& e) {
     return fail(hrtErrorDeviceLost, fn, e.what());
   } catch (const DeviceFault& e) {
@@ -60,6 +64,35 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
     return fail(hrtErrorUnknown, fn, "unknown exception");
   }
 }
+
+// The live handles of one C object type (pools, registration caches): a destroyed or unknown
+// handle is refused with hrtErrorInvalidResourceHandle instead of being dereferenced or
+// deleted twice. Never destroyed (handles may be used from static destructors).
+template <class T>
+class HandleSet {
+ public:
+  static HandleSet& instance() {
+    static HandleSet* s = new HandleSet;
+    return *s;
+  }
+  void add(T* h) {
+    std::lock_guard lk(m_);
+    live_.insert(h);
+  }
+  // Forgets h; false if it was not live.
+  bool remove(T* h) {
+    std::lock_guard lk(m_);
+    return live_.erase(h) == 1;
+  }
+  bool contains(T* h) {
+    std::lock_guard lk(m_);
+    return live_.count(h) != 0;
+  }
+
+ private:
+  std::mutex m_;
+  std::set<T*> live_;
+};
 
 // The stream behind a handle: a live one (hrtErrorInvalidResourceHandle otherwise), or for
 // NULL the current device's default stream.

@@ -1,9 +1,13 @@
 #include "detail/device_core.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
 #include "detail/expects.hpp"
+#include "detail/fork_guard.hpp"
 #include "detail/registry.hpp"
 #include "hostrt/error.hpp"
 
@@ -25,7 +29,7 @@ std::uint64_t param_or_zero(DeviceBackend& b, std::uint32_t p) noexcept {
 }  // namespace
 
 DeviceCore::DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index, Backend kind)
-    : backend_(std::move(backend)), index_(index), kind_(kind) {
+    : backend_(std::move(backend)), index_(index), kind_(kind), fork_generation_(fork_generation()) {
   DeviceBackend& b = *backend_;
   const std::uint64_t v = param_or_zero(b, EDU_ACCEL_PARAM_DRIVER_VERSION);
   caps_.version_major = static_cast<std::uint32_t>(v >> 16);
@@ -45,9 +49,16 @@ DeviceCore::DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index
     caps_.max_transfer = caps_.device_buffer_size - 1;
 }
 
-DeviceCore::~DeviceCore() { bounce_.clear(*backend_); }
+DeviceCore::~DeviceCore() {
+  // A child has neither the emulated engine's thread nor the right to close the parent's
+  // objects: its copy of the backend is left as it is.
+  if (forked()) (void)backend_.release();
+}
+
+bool DeviceCore::forked() const noexcept { return fork_generation() != fork_generation_; }
 
 DeviceBackend& DeviceCore::backend(const char* what) const {
+  if (forked()) throw_used_after_fork(std::string(what) + ": device " + std::to_string(index_));
   if (closed())
     throw DeviceLost(ENODEV, std::string(what) + ": device " + std::to_string(index_) + " is closed");
   return *backend_;
@@ -69,9 +80,29 @@ std::vector<std::shared_ptr<StreamCore>> DeviceCore::streams() {
 
 // ---- Allocation ----
 
+namespace {
+
+// Undoes register_range's MADV_DONTFORK on the pages of [p, p+n) that no other registered
+// range still touches (only the first and the last page can be shared).
+void fork_back(void* p, std::size_t n) noexcept {
+  const std::uintptr_t ps = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(p);
+  std::uintptr_t lo = begin / ps * ps, hi = (begin + n + ps - 1) / ps * ps;
+  auto shared = [](std::uintptr_t page, std::uintptr_t len) {
+    return registry().overlaps(page, page + len, MemoryType::Registered);
+  };
+  if (shared(lo, ps)) lo += ps;
+  if (hi > lo && shared(hi - ps, ps)) hi -= ps;
+  if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DOFORK);
+}
+
+}  // namespace
+
 Allocation::~Allocation() {
   if (registered_) registry().erase(reinterpret_cast<std::uintptr_t>(bo_.ptr));
-  if (bo_.handle) dev_->backend_unchecked().release_bo(bo_);
+  if (type_ == MemoryType::Registered && size_ != 0) fork_back(bo_.ptr, size_);
+  if (bo_.handle)
+    if (DeviceBackend* be = dev_->backend_for_release()) be->release_bo(bo_);
 }
 
 std::shared_ptr<Allocation> Allocation::create(const std::shared_ptr<DeviceCore>& dev, std::size_t bytes) {
@@ -110,6 +141,12 @@ std::shared_ptr<Allocation> Allocation::register_range(const std::shared_ptr<Dev
   a->bo_ = be.register_user(ptr, bytes, ro ? EDU_ACCEL_BO_USERPTR_READONLY : 0u);
   a->size_ = bytes;
   registry().set_handle(begin, a->bo_.handle);
+  // A child must not get copy-on-write copies of pinned pages: the parent's first write would
+  // move it to a new page the device does not see (the RDMA fork problem). The pages go
+  // unmapped in a child instead. Best effort: madvise may refuse special mappings.
+  const std::uintptr_t ps = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const std::uintptr_t lo = begin / ps * ps, hi = (begin + bytes + ps - 1) / ps * ps;
+  (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTFORK);
   return a;
 }
 
@@ -128,22 +165,26 @@ StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev) : dev_(std::move(dev)), 
 }
 
 StreamCore::~StreamCore() {
-  DeviceBackend& be = dev_->backend_unchecked();
-  be.destroy_queue(queue_.id);
-  be.destroy_timeline(timeline_);
+  staging_.reset();  // without waiting: queued jobs hold their own references on its BOs
+  DeviceBackend* be = dev_->backend_for_release();
+  if (be == nullptr) return;
+  be->destroy_queue(queue_.id);
+  be->destroy_timeline(timeline_);
 }
 
 void StreamCore::add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point) {
   std::lock_guard lk(m_);
   pending_waits_.emplace_back(std::move(other), point);
+  last_.fetch_or(kWaitsQueued, std::memory_order_release);
 }
 
 std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> StreamCore::pending_waits() {
   std::lock_guard lk(m_);
-  std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> out;
-  for (const auto& [s, point] : pending_waits_)
-    if (!s->reached(point)) out.emplace_back(s, point);
-  return out;
+  // A reached wait adds no in-fence at the next submit either: drop it now, and the flag with
+  // the last one, so frees on this stream take the warm path again.
+  std::erase_if(pending_waits_, [](const auto& w) { return w.first->reached(w.second); });
+  if (pending_waits_.empty()) last_.fetch_and(~kWaitsQueued, std::memory_order_release);
+  return pending_waits_;
 }
 
 std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
@@ -152,17 +193,24 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   std::vector<SyncPoint> in;
   for (auto& [s, point] : pending_waits_)
     if (!s->reached(point)) in.push_back({s->timeline_, 0, point});
-  const std::uint64_t expect = last_.load(std::memory_order_relaxed) + 1;
+  const std::uint64_t expect = (last_.load(std::memory_order_relaxed) & ~kWaitsQueued) + 1;
   // The stream's timeline point is the job's seqno, so waits need no translation.
   const SyncPoint out{timeline_, 0, expect};
   const std::uint64_t seqno = be.submit(queue_.id, ops, in, {&out, 1});
   pending_waits_.clear();
+  // Clears kWaitsQueued in the same store: the job carries the waits, and its point covers
+  // them (a reader never sees the flag gone with the previous point).
   last_.store(seqno, std::memory_order_release);
   if (seqno != expect)
     throw Error(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " +
                             std::to_string(expect) + ": the driver breaks the 1, 2, 3... contract" +
                             where(__FILE__, __LINE__));
   return seqno;
+}
+
+Staging& StreamCore::staging() {
+  std::call_once(staging_once_, [this] { staging_ = std::make_unique<Staging>(*this); });
+  return *staging_;
 }
 
 void StreamCore::wait(std::uint64_t point) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "detail/backend.hpp"
-#include "detail/bounce_pool.hpp"
+#include "detail/staging.hpp"
 #include "hostrt/types.hpp"
 
 namespace hostrt::detail {
@@ -26,8 +26,13 @@ class DeviceCore {
 
   // The backend, or DeviceLost naming `what` once the device is closed.
   DeviceBackend& backend(const char* what) const;
-  // For releases, which must work after close.
+  // For releases, which must work after close. nullptr in a child process after fork(): the
+  // parent's objects are not the child's to release (see detail/fork_guard.hpp).
+  DeviceBackend* backend_for_release() const noexcept { return forked() ? nullptr : backend_.get(); }
+  // The backend whatever the state (test hooks).
   DeviceBackend& backend_unchecked() const noexcept { return *backend_; }
+  // True in a child process forked after this device was opened.
+  bool forked() const noexcept;
 
   std::size_t index() const noexcept { return index_; }
   Backend kind() const noexcept { return kind_; }
@@ -38,7 +43,6 @@ class DeviceCore {
   void add_stream(const std::shared_ptr<StreamCore>& s);
   // Live streams, for device-wide synchronisation.
   std::vector<std::shared_ptr<StreamCore>> streams();
-  BouncePool& bounce() noexcept { return bounce_; }
 
  private:
   std::unique_ptr<DeviceBackend> backend_;
@@ -46,9 +50,9 @@ class DeviceCore {
   Backend kind_;
   Capabilities caps_;
   std::atomic<bool> closed_{false};
+  std::uint64_t fork_generation_;
   std::mutex streams_m_;
   std::vector<std::weak_ptr<StreamCore>> streams_;
-  BouncePool bounce_;
 };
 
 // One BO known to the registry; releases both on destruction.
@@ -86,13 +90,20 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
 
   std::uint64_t id() const noexcept { return id_; }
   const std::shared_ptr<DeviceCore>& device() const noexcept { return dev_; }
-  std::uint64_t last_submitted() const noexcept { return last_.load(std::memory_order_acquire); }
+  // The stream's state word: the last seqno submitted, with kWaitsQueued set while add_wait
+  // has queued waits for the next submit that were not seen reached yet. One word, so that
+  // the pool's free path reads both in one load (a free on a stream that waits for an event
+  // is ordered after that event too: CUDA's event dependencies).
+  static constexpr std::uint64_t kWaitsQueued = std::uint64_t{1} << 63;
+  std::uint64_t state_word() const noexcept { return last_.load(std::memory_order_acquire); }
+  std::uint64_t last_submitted() const noexcept { return state_word() & ~kWaitsQueued; }
   bool reached(std::uint64_t point) const noexcept { return point == 0 || load_completed(slot_) >= point; }
 
   // Queues one job with the dependencies added by add_wait; returns its seqno.
   std::uint64_t submit(std::span<const CopyOp> ops);
   void add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point);
-  // The waits add_wait queued for the next submit, those not yet reached (Event::record).
+  // The waits add_wait queued for the next submit, those not yet reached (Event::record, and
+  // what a free on this stream must also wait for). Drops the reached ones.
   std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> pending_waits();
   std::uint32_t queue_id() const noexcept { return queue_.id; }
   std::uint32_t timeline() const noexcept { return timeline_; }
@@ -102,6 +113,8 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   void wait_until(std::uint64_t point);
   // Throws DeviceFault when a job up to `point` (already reached) failed and was not reported.
   void check_failure(std::uint64_t point);
+  // The pinned memory pageable copies on this stream are staged through (made on first use).
+  Staging& staging();
 
  private:
   std::shared_ptr<DeviceCore> dev_;
@@ -109,11 +122,13 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   QueueInfo queue_;
   std::uint32_t timeline_ = 0;
   const Completion* slot_ = nullptr;
-  std::atomic<std::uint64_t> last_{0};
-  std::mutex m_;  // submissions, pending waits, failure reporting
+  std::atomic<std::uint64_t> last_{0};  // see state_word()
+  std::mutex m_;                        // submissions, pending waits, failure reporting
   // Waits for the next submit; holding the streams keeps their timelines alive until then.
   std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> pending_waits_;
   std::uint64_t reported_failed_ = 0;
+  std::once_flag staging_once_;
+  std::unique_ptr<Staging> staging_;  // destroyed first: its segments need the device
 };
 
 }  // namespace hostrt::detail

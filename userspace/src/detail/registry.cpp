@@ -52,6 +52,15 @@ std::optional<RegEntry> Registry::find(const void* p) const {
   return it->second;
 }
 
+bool Registry::overlaps(std::uintptr_t begin, std::uintptr_t end, MemoryType type) const {
+  std::shared_lock lk(m_);
+  auto it = by_begin_.upper_bound(begin);
+  if (it != by_begin_.begin()) --it;
+  for (; it != by_begin_.end() && it->second.begin < end; ++it)
+    if (it->second.end > begin && it->second.type == type) return true;
+  return false;
+}
+
 Registry& registry() noexcept {
   static Registry* r = new Registry;  // never destroyed: see the header
   return *r;

@@ -32,6 +32,8 @@ class Registry {
   void insert(const RegEntry& e);
   void set_handle(std::uintptr_t begin, std::uint32_t handle) noexcept;
   void erase(std::uintptr_t begin) noexcept;
+  // Whether a range of this type overlaps [begin, end).
+  bool overlaps(std::uintptr_t begin, std::uintptr_t end, MemoryType type) const;
   // The entry whose range contains p.
   std::optional<RegEntry> find(const void* p) const;
 

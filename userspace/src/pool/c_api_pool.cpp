@@ -33,8 +33,11 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
   });
 }
 
+using Pools = hostrt::detail::capi::HandleSet<hrtPool>;
+
 hrtPool& pool_of(hrtPool_t p) {
   expect(p != nullptr, hrtErrorInvalidValue, "NULL pool");
+  expect(Pools::instance().contains(p), hrtErrorInvalidResourceHandle, "unknown or destroyed pool");
   return *p;
 }
 
@@ -57,12 +60,18 @@ hrtError_t hrtPoolCreate(hrtPool_t* pool, hrtStream_t stream, const hrtPoolProps
     // The pool's device is the stream's (NULL: the current device's default stream), held
     // through a Device handle sharing its internals.
     hostrt::Stream& s = stream_of(stream);
-    *pool = new hrtPool(hostrt::Device(s.core()->device()), o);
+    auto p = std::make_unique<hrtPool>(hostrt::Device(s.core()->device()), o);
+    Pools::instance().add(p.get());
+    *pool = p.release();
   });
 }
 
 hrtError_t hrtPoolDestroy(hrtPool_t pool) {
-  return guarded(__func__, [&] { delete pool; });
+  return guarded(__func__, [&] {
+    if (pool == nullptr) return;
+    expect(Pools::instance().remove(pool), hrtErrorInvalidResourceHandle, "unknown or destroyed pool");
+    delete pool;
+  });
 }
 
 hrtError_t hrtPoolMallocAsync(hrtPool_t pool, void** ptr, size_t size, hrtStream_t stream) {

@@ -3,6 +3,7 @@
 // (pointer, size) they were acquired with, until hrtRegCacheRelease or destruction.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -34,8 +35,12 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
   });
 }
 
+using Caches = hostrt::detail::capi::HandleSet<hrtRegCache>;
+
 hrtRegCache& cache_of(hrtRegCache_t c) {
   expect(c != nullptr, hrtErrorInvalidValue, "NULL registration cache");
+  expect(Caches::instance().contains(c), hrtErrorInvalidResourceHandle,
+         "unknown or destroyed registration cache");
   return *c;
 }
 
@@ -52,12 +57,19 @@ hrtError_t hrtRegCacheCreate(hrtRegCache_t* cache, hrtStream_t stream, unsigned 
     expect(cache != nullptr, hrtErrorInvalidValue, "NULL cache out-pointer");
     expect((flags & ~hrtHostRegisterReadOnly) == 0u, hrtErrorInvalidValue, "unknown hrtHostRegister flags");
     hostrt::Stream& s = stream_of(stream);
-    *cache = new hrtRegCache(hostrt::Device(s.core()->device()), flags);
+    auto c = std::make_unique<hrtRegCache>(hostrt::Device(s.core()->device()), flags);
+    Caches::instance().add(c.get());
+    *cache = c.release();
   });
 }
 
 hrtError_t hrtRegCacheDestroy(hrtRegCache_t cache) {
-  return guarded(__func__, [&] { delete cache; });
+  return guarded(__func__, [&] {
+    if (cache == nullptr) return;
+    expect(Caches::instance().remove(cache), hrtErrorInvalidResourceHandle,
+           "unknown or destroyed registration cache");
+    delete cache;
+  });
 }
 
 hrtError_t hrtRegCacheAcquire(hrtRegCache_t cache, void* ptr, size_t size) {

@@ -10,6 +10,7 @@
 #include "detail/device_core.hpp"
 #include "detail/pool/pool_core.hpp"
 #include "detail/pool/registration_index.hpp"
+#include "detail/pool/stream_core_ref.hpp"
 #include "hostrt/device.hpp"
 #include "hostrt/stream.hpp"
 
@@ -18,37 +19,11 @@ namespace hostrt {
 namespace {
 
 using detail::pool::PoolCore;
-using detail::pool::StreamOps;
 using detail::pool::StreamRef;
-
-// The pool refers to a stream's internals (StreamCore), not to the Stream handle: a handle
-// may be moved, or destroyed once nothing it allocated is still held (pending frees keep the
-// internals alive through retain).
-const StreamOps kStreamOps = {
-    // Inline: an atomic load and a completion-page read; this runs on every free.
-    [](const void* s) noexcept {
-      const auto* c = static_cast<const detail::StreamCore*>(s);
-      const std::uint64_t last = c->last_submitted();
-      return c->reached(last) ? std::uint64_t{0} : last;
-    },
-    [](const void* s, std::uint64_t point) noexcept {
-      return static_cast<const detail::StreamCore*>(s)->reached(point);
-    },
-    [](void* s, std::uint64_t point) { static_cast<detail::StreamCore*>(s)->wait(point); },
-    // The timeline wait alone: StreamCore::wait would also report (and so consume) a device
-    // fault that belongs to the user's next synchronize.
-    [](void* s, std::uint64_t point) {
-      auto* c = static_cast<detail::StreamCore*>(s);
-      if (!c->reached(point)) c->device()->backend("pool wait").wait_timeline(c->timeline(), point);
-    },
-    [](const void* s) -> std::shared_ptr<const void> {
-      return static_cast<const detail::StreamCore*>(s)->shared_from_this();
-    },
-};
 
 StreamRef ref(Stream& s) {
   if (!s) throw InvalidArgument(EINVAL, "pool: empty (destroyed or moved-from) stream");
-  return StreamRef{s.core().get(), &kStreamOps};
+  return detail::pool::stream_ref(*s.core());
 }
 
 class DeviceSegment final : public detail::pool::SegmentMemory {
@@ -147,11 +122,14 @@ PoolStats Pool::stats() const { return core_->stats(); }
 
 // ---- PoolBuffer ----------------------------------------------------------------------------
 
+PoolBuffer::PoolBuffer(Pool& pool, void* p, std::size_t bytes, Stream& stream) noexcept
+    : pool_(&pool), ptr_(p), size_(bytes), stream_(stream.core()) {}
+
 PoolBuffer::PoolBuffer(PoolBuffer&& o) noexcept
     : pool_(std::exchange(o.pool_, nullptr)),
       ptr_(std::exchange(o.ptr_, nullptr)),
       size_(std::exchange(o.size_, 0)),
-      stream_(std::exchange(o.stream_, nullptr)) {}
+      stream_(std::move(o.stream_)) {}
 
 PoolBuffer& PoolBuffer::operator=(PoolBuffer&& o) noexcept {
   if (this != &o) {
@@ -159,7 +137,7 @@ PoolBuffer& PoolBuffer::operator=(PoolBuffer&& o) noexcept {
     pool_ = std::exchange(o.pool_, nullptr);
     ptr_ = std::exchange(o.ptr_, nullptr);
     size_ = std::exchange(o.size_, 0);
-    stream_ = std::exchange(o.stream_, nullptr);
+    stream_ = std::move(o.stream_);
   }
   return *this;
 }
@@ -172,35 +150,35 @@ void PoolBuffer::record_stream(Stream& other) {
 void PoolBuffer::reset() noexcept {
   if (ptr_ == nullptr) return;
   try {
-    pool_->deallocate(ptr_, *stream_);
+    pool_->core().deallocate(ptr_, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
   } catch (...) {  // destructors never throw; see the header
   }
   ptr_ = nullptr;
   pool_ = nullptr;
-  stream_ = nullptr;
+  stream_.reset();
   size_ = 0;
 }
 
 void* PoolBuffer::release() noexcept {
   pool_ = nullptr;
-  stream_ = nullptr;
+  stream_.reset();
   size_ = 0;
   return std::exchange(ptr_, nullptr);
 }
 
 // ---- PoolMemoryResource --------------------------------------------------------------------
 
+PoolMemoryResource::PoolMemoryResource(Pool& pool, Stream* stream) noexcept
+    : pool_(&pool), stream_(stream != nullptr ? stream->core() : nullptr) {}
+
 void* PoolMemoryResource::do_allocate(std::size_t bytes, std::size_t alignment) {
   if (alignment > detail::pool::kAlignment)
     throw InvalidArgument(EINVAL, "pool: alignment " + std::to_string(alignment) + " above 64");
-  return stream_ != nullptr ? pool_->allocate(bytes, *stream_) : pool_->allocate(bytes);
+  return pool_->core().allocate(bytes, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
 }
 
 void PoolMemoryResource::do_deallocate(void* p, std::size_t, std::size_t) {
-  if (stream_ != nullptr)
-    pool_->deallocate(p, *stream_);
-  else
-    pool_->deallocate(p);
+  pool_->core().deallocate(p, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
 }
 
 bool PoolMemoryResource::do_is_equal(const std::pmr::memory_resource& other) const noexcept {

@@ -5,7 +5,7 @@
 namespace hostrt::detail::pool {
 
 void PendingFrees::add(Block* b) {
-  b->keeps.clear();
+  // b->keeps may already hold the references collect() took for points on other streams.
   for (const StreamPoint& w : b->waits)
     if (auto k = w.stream.retain()) b->keeps.push_back(std::move(k));
   b->pending_seq = ++seq_;

@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+#include "detail/fork_guard.hpp"
+
 namespace hostrt::detail::pool {
 
 // What a thread keeps per pool it has used. Shared between the thread (its ThreadLinks) and
@@ -53,6 +55,10 @@ class ThreadLinks {
 };
 thread_local ThreadLinks tl_links;
 
+// In a child after fork(): the forking thread's warm path must miss, so that the slow path
+// refuses the parent's pool.
+void forget_fast_slot() { tl_fast = {0, nullptr}; }
+
 }  // namespace
 
 std::shared_ptr<PoolCore> PoolCore::create(std::unique_ptr<SegmentSource> source,
@@ -65,12 +71,20 @@ PoolCore::PoolCore(std::unique_ptr<SegmentSource> source, const PoolOptions& opt
       options_(options),
       source_(std::move(source)),
       release_threshold_(options.release_threshold),
+      fork_generation_(fork_generation()),
       arena_(map_) {
   if (!source_) throw InvalidArgument(EINVAL, "pool: no segment source");
+  on_fork_child(forget_fast_slot);
+}
+
+void PoolCore::check_process(const char* what) const {
+  if (fork_generation() != fork_generation_) [[unlikely]]
+    throw_used_after_fork(std::string("pool ") + what);
 }
 
 PoolCore::~PoolCore() {
   // The device may still be copying into pending blocks; their memory must outlive that.
+  if (abandon_pending_ || fork_generation() != fork_generation_) return;
   try {
     synchronize();
   } catch (...) {  // a lost device: nothing copies into the memory any more
@@ -123,6 +137,7 @@ void PoolCore::retire(CacheLink& link) noexcept {
 }
 
 void PoolCore::flush_thread_cache() {
+  check_process("flush_thread_cache");
   ThreadCache& tc = cache();
   SegmentList doomed;
   std::lock_guard lk(mu_);
@@ -157,6 +172,7 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
 }
 
 [[gnu::noinline]] void* PoolCore::allocate_slow(std::size_t bytes, StreamRef home) {
+  check_process("allocate");
   if (bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: allocate of " + std::to_string(bytes) + " bytes");
   const std::size_t rounded = block_size_for(bytes);
@@ -329,23 +345,23 @@ Block* PoolCore::find_allocated(const void* p) const {
 }
 
 // Captures, for every stream the block may have been used on (the one it is freed on, its
-// home stream, and each record_stream stream), the last point submitted so far that the host
-// has not yet seen completed. Later work cannot involve the block: the caller gave it up.
-// record_stream keeps `uses` free of duplicates and of the home stream, so only the stream
-// freed on needs skipping.
-[[gnu::always_inline]] inline void PoolCore::collect_waits(Block* b, StreamRef stream) const {
+// home stream, and each record_stream stream), what a free there must wait for: the last
+// point submitted so far that the host has not yet seen completed, and the points that
+// stream's next job would wait for (Stream::wait: the free is ordered after them too). Later
+// work cannot involve the block: the caller gave it up. record_stream keeps `uses` free of
+// duplicates and of the home stream, so only the stream freed on needs skipping.
+// Called without a pool lock (collect may lock the stream).
+void PoolCore::collect_waits(Block* b, StreamRef stream) const {
   b->waits.clear();
+  b->keeps.clear();
 #ifndef HOSTRT_POOL_UNSAFE_REUSE
-  auto add = [b](StreamRef s) __attribute__((always_inline)) {
-    if (const std::uint64_t point = s.unfinished()) [[unlikely]]
-      b->waits.push_back({s, point});
+  auto add = [b](StreamRef s) {
+    if (s.unfinished() != 0) s.collect(b->waits, b->keeps);
   };
   if (stream) add(stream);
   if (b->home && b->home.key() != stream.key()) add(b->home);
-  if (!b->uses.empty()) [[unlikely]] {
-    for (const StreamRef& u : b->uses)
-      if (u.key() != stream.key()) add(u);
-  }
+  for (const StreamRef& u : b->uses)
+    if (u.key() != stream.key()) add(u);
 #else
   // Deliberately wrong, to prove the reuse-safety test can fail: ignores the device.
   (void)stream;
@@ -388,6 +404,7 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
 }
 
 [[gnu::noinline]] void PoolCore::deallocate_slow(void* p, StreamRef stream) {
+  check_process("deallocate");
   ThreadCache& tc = cache();
   Block* b = find_allocated(p, tc).block;
   const std::size_t size = b->size;
@@ -409,12 +426,17 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
       }
     }
     b->waits.clear();
+    b->keeps.clear();
   }
 
   ThreadCounters& c = tc.counters;
   ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
   ThreadCounters::bump(c.deallocations, 1);
   b->uses.clear();
+  // Dropped when this function returns, after any pool lock (a last reference destroys the
+  // stream, which calls the driver).
+  const std::vector<std::shared_ptr<const void>> use_keeps = std::move(b->use_keeps);
+  b->use_keeps.clear();
   b->home.stream = nullptr;
 
   // Nothing left to wait for, so the block is reusable now: park it in this thread's cache
@@ -447,12 +469,20 @@ void PoolCore::free_locked_path(Block* b) {
 }
 
 void PoolCore::record_stream(void* p, StreamRef stream) {
+  check_process("record_stream");
   if (!stream) throw InvalidArgument(EINVAL, "pool: record_stream with an empty stream");
   Block* b = find_allocated(p);
   if (b->home && b->home.key() == stream.key()) return;
   for (const StreamRef& u : b->uses)
     if (u.key() == stream.key()) return;
+  auto keep = stream.retain();  // the user may destroy the stream before the free
   b->uses.push_back(stream);
+  try {
+    if (keep) b->use_keeps.push_back(std::move(keep));
+  } catch (...) {
+    b->uses.pop_back();
+    throw;
+  }
 }
 
 std::size_t PoolCore::block_size(const void* p) const { return find_allocated(p)->size; }
@@ -499,6 +529,7 @@ void PoolCore::sample_peaks_locked() noexcept {
 // ---- whole-pool operations ---------------------------------------------------------------
 
 void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
+  check_process("reserve");
   if (large_bytes > kMaxRequest || small_bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: reserve of more than 2^46 bytes");
   auto one = [this](std::size_t bytes, SizeClass cls) {
@@ -518,6 +549,7 @@ void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
 }
 
 std::size_t PoolCore::trim(std::size_t keep_bytes) {
+  check_process("trim");
   ThreadCache& tc = cache();
   SegmentList doomed;
   StreamKeeps streams;
@@ -542,6 +574,7 @@ void PoolCore::set_release_threshold(std::size_t bytes) {
 }
 
 void PoolCore::synchronize() {
+  check_process("synchronize");
   std::vector<HeldPoint> points;
   {
     std::lock_guard lk(mu_);

@@ -54,6 +54,11 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   PoolStats stats() const;
   const PoolOptions& options() const noexcept { return options_; }
 
+  // For a pool whose streams own it (a stream's staging): destruction returns the segments at
+  // once instead of waiting for pending frees, whose jobs hold their own references on the
+  // BOs. Set before first use.
+  void abandon_pending_on_destroy() noexcept { abandon_pending_ = true; }
+
   // Internal: a thread that used this pool is exiting.
   void retire(CacheLink& link) noexcept;
 
@@ -62,6 +67,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // Stream references the pending queues let go of: dropped after the lock (see reclaim).
   using StreamKeeps = std::vector<std::shared_ptr<const void>>;
 
+  // UsedAfterFork in a child process forked after the pool was made.
+  void check_process(const char* what) const;
   ThreadCache& cache();
   ThreadCache& bind_thread();
   Block* find_allocated(const void* p) const;
@@ -71,7 +78,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void deallocate_slow(void* p, StreamRef stream);
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
   void free_locked_path(Block* b);
-  void collect_waits(Block* b, StreamRef stream) const;
+  void collect_waits(Block* b, StreamRef stream) const;  // no pool lock held
   void reclaim_locked(StreamKeeps& released) noexcept;
   void release_above_threshold_locked(SegmentList& doomed) noexcept;
   void drain_locked(ThreadCache& tc) noexcept;
@@ -85,6 +92,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::unique_ptr<SegmentSource> source_;
   std::atomic<std::size_t> release_threshold_;
   std::atomic<std::uint64_t> flush_epoch_{0};
+  bool abandon_pending_ = false;
+  const std::uint64_t fork_generation_;
 
   mutable std::mutex mu_;
   PageMap map_;  // written under mu_, read by deallocate() without it

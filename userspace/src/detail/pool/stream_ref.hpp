@@ -5,13 +5,26 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace hostrt::detail::pool {
 
+struct StreamPoint;
+
 struct StreamOps {
-  // The last point submitted so far if the host has not yet seen it completed, else 0: what a
-  // free must wait for. One call, because it is on the pool's fast path.
+  // 0 when a free on this stream has nothing to wait for: everything submitted so far is seen
+  // completed and the stream has no waits queued for its next job. Nonzero otherwise (then
+  // collect() says what). One call and, in the common case, one load of the stream's state
+  // besides the completion page, because it is on the pool's fast path.
   std::uint64_t (*unfinished)(const void* stream) noexcept;
+  // Appends what a free on this stream must wait for: its last submitted point unless seen
+  // reached, and every point the stream was told to wait for (Stream::wait) that its next job
+  // would carry and that is not reached yet: a free ordered after an event wait must not be
+  // reused before the event's work ends (CUDA's event dependencies). For points on other
+  // streams it appends a reference keeping that stream alive to `keeps`. May lock the
+  // stream; never called under a pool lock.
+  void (*collect)(void* stream, std::vector<StreamPoint>& waits,
+                  std::vector<std::shared_ptr<const void>>& keeps);
   // Must not make a syscall: the pool calls it while holding its arena lock.
   bool (*reached)(const void* stream, std::uint64_t point) noexcept;
   // May block and may throw (a device fault, which it then counts as reported to the user);
@@ -36,6 +49,9 @@ struct StreamRef {
   explicit operator bool() const noexcept { return stream != nullptr; }
   std::uintptr_t key() const noexcept { return reinterpret_cast<std::uintptr_t>(stream); }
   std::uint64_t unfinished() const noexcept { return ops->unfinished(stream); }
+  void collect(std::vector<StreamPoint>& waits, std::vector<std::shared_ptr<const void>>& keeps) const {
+    ops->collect(stream, waits, keeps);
+  }
   bool reached(std::uint64_t point) const noexcept { return point == 0 || ops->reached(stream, point); }
   void wait_point(std::uint64_t point) const { ops->wait_point(stream, point); }
   void wait_quiet(std::uint64_t point) const { ops->wait_quiet(stream, point); }

@@ -1,0 +1,125 @@
+// fork(): a child that uses the parent's device, stream or pool gets UsedAfterFork (C:
+// hrtErrorUsedAfterFork) and the parent goes on unharmed; registered ranges are not inherited
+// (MADV_DONTFORK) while registered, and are again once unregistered. Emulated on the host,
+// Drm in the VM. Children report through their exit status and leave with _exit.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "hostrt/hostrt.h"
+#include "hostrt/hostrt.hpp"
+#include "hostrt/hostrt_pool.h"
+#include "hostrt/pool.hpp"
+#include "test_util.hpp"
+
+namespace hostrt::test {
+namespace {
+
+// Runs f in a child; returns its wait status.
+template <class F>
+int in_child(F&& f) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int code = 99;
+    try {
+      code = f();
+    } catch (...) {
+      code = 98;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
+template <class F>
+int code_of(F&& f) {  // 0: threw UsedAfterFork; 1: did not throw; 2: threw something else
+  try {
+    f();
+    return 1;
+  } catch (const UsedAfterFork&) {
+    return 0;
+  } catch (...) {
+    return 2;
+  }
+}
+
+class ForkTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_DEVICE(GetParam());
+    device = std::make_unique<Device>(Device::open(0, GetParam()));
+    stream = device->create_stream();
+  }
+  std::unique_ptr<Device> device;
+  Stream stream;
+};
+
+TEST_P(ForkTest, AChildUsingTheParentsDeviceOrPoolGetsUsedAfterFork) {
+  Pool pool(*device);
+  void* held = pool.allocate(256, stream);
+  void* warm = pool.allocate(128, stream);
+  pool.deallocate(warm, stream);  // parked in this thread's cache: the child's warm path
+  const int status = in_child([&] {
+    int r = 0;
+    r |= code_of([&] { (void)pool.allocate(128, stream); }) << 0;
+    r |= code_of([&] { pool.deallocate(held, stream); }) << 2;
+    r |= code_of([&] { (void)device->create_stream(); }) << 4;
+    r |= code_of([&] { stream.synchronize(); }) << 6;
+    return r;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "the child crashed instead of getting an error";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "bits per call, 1: no error, 2: another error";
+  // The parent is unharmed: its objects were not released by the child.
+  void* p = pool.allocate(128, stream);
+  fill(p, 128, 3);
+  stream.memcpy_async(DevicePtr(0), p, 128);
+  stream.synchronize();
+  pool.deallocate(p, stream);
+  pool.deallocate(held, stream);
+}
+
+TEST_P(ForkTest, RegisteredRangesAreNotInheritedWhileRegistered) {
+  const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* m = mmap(nullptr, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* bytes = static_cast<volatile unsigned char*>(m);
+  bytes[0] = 7;
+  bytes[ps] = 8;
+  {
+    PinnedBuffer reg = device->host_register(m, ps);
+    const int status = in_child([&] { return bytes[0] == 7 ? 0 : 1; });
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)
+        << "a registered page reached the child (status " << status << ")";
+    EXPECT_EQ(in_child([&] { return bytes[ps] == 8 ? 0 : 1; }), 0) << "the page next to it is inherited";
+  }
+  EXPECT_EQ(in_child([&] { return bytes[0] == 7 ? 0 : 1; }), 0) << "inherited again once unregistered";
+  munmap(m, 2 * ps);
+}
+
+TEST(ForkCApiTest, AChildGetsHrtErrorUsedAfterFork) {
+  setenv("HOSTRT_BACKEND", "emulated", 1);
+  SKIP_WITHOUT_DEVICE(Backend::Emulated);
+  hrtPool_t pool = nullptr;
+  ASSERT_EQ(hrtPoolCreate(&pool, nullptr, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  const int status = in_child([&] {
+    void* p = nullptr;
+    if (hrtPoolMalloc(pool, &p, 100) != hrtErrorUsedAfterFork) return 1;
+    if (hrtStreamSynchronize(nullptr) != hrtErrorUsedAfterFork) return 2;
+    return 0;
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_STREQ(hrtGetErrorName(hrtErrorUsedAfterFork), "hrtErrorUsedAfterFork");
+  EXPECT_EQ(hrtPoolDestroy(pool), hrtSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ForkTest, ::testing::Values(Backend::Emulated, Backend::Drm),
+                         backend_name);
+
+}  // namespace
+}  // namespace hostrt::test

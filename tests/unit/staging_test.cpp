@@ -1,0 +1,83 @@
+// Pageable copies are staged through pinned memory that must not be handed to another copy
+// while the job using it is still queued, and a large copy goes through a bounded ring of
+// chunks instead of pinning its whole size (Emulated on the host, Drm in the VM).
+#include "detail/staging.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "detail/device_core.hpp"
+#include "detail/emulated_backend.hpp"
+#include "hostrt/hostrt.hpp"
+#include "test_util.hpp"
+
+namespace hostrt::test {
+namespace {
+
+class StagingTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_DEVICE(GetParam());
+    device = std::make_unique<Device>(Device::open(0, GetParam()));
+  }
+  std::unique_ptr<Device> device;
+};
+
+// A staged copy queued behind an event on a held stream, its stream destroyed at once: the
+// staging memory must stay out of reach of the next pageable copy until the job has run.
+// Before, the bounce buffer went back to the free list as soon as its stream was gone, the
+// next copy wrote its own bytes into it, and the queued job carried those to the device.
+TEST_P(StagingTest, StagingIsNotReusedWhileItsJobIsQueuedBehindAnEvent) {
+  detail::EmulatedBackend* emu = detail::emulated_backend(*device);
+  if (emu == nullptr) GTEST_SKIP() << "needs the emulated engine's queue hold to queue a job behind an event";
+  Stream gate = device->create_stream(), other = device->create_stream();
+  auto s = std::make_unique<Stream>(device->create_stream());
+  emu->hold_queue(gate.core()->queue_id(), true);
+  const std::vector<unsigned char> tag = pattern(16, 9);
+  gate.memcpy_async(DevicePtr(4000), tag.data(), tag.size());
+  Event e;
+  e.record(gate);
+  s->wait(e);
+  std::vector<unsigned char> a = pattern(1000, 1);
+  s->memcpy_async(DevicePtr(0), a.data(), a.size());  // staged; the job waits for `gate`
+  s.reset();                                          // the stream goes while its job is queued
+  const std::vector<unsigned char> b = pattern(1000, 2);
+  other.memcpy_async(DevicePtr(2000), b.data(), b.size());
+  emu->hold_queue(gate.core()->queue_id(), false);
+  emu->wait_until_stalled();  // everything has run, the destroyed stream's job included
+  std::vector<unsigned char> back(1000);
+  other.memcpy_async(back.data(), DevicePtr(0), back.size());
+  EXPECT_EQ(first_diff(back.data(), a.data(), a.size()), -1) << "the queued job's staging was overwritten";
+  other.memcpy_async(back.data(), DevicePtr(2000), back.size());
+  EXPECT_EQ(first_diff(back.data(), b.data(), b.size()), -1);
+}
+
+// A pageable copy larger than the ring pins no more than the ring, and arrives intact.
+TEST_P(StagingTest, ALargePageableCopyGoesThroughABoundedRing) {
+  Stream s = device->create_stream();
+  const std::size_t n = detail::Staging::kRingBytes * 5 / 2 + 123;
+  const std::vector<unsigned char> src = pattern(n, 5);
+  std::vector<unsigned char> dst(n);
+  const std::uint64_t before = device->pinned_bytes();
+  s.memcpy_async(dst.data(), src.data(), n, CopyKind::H2H);  // pageable -> pageable
+  EXPECT_EQ(first_diff(dst.data(), src.data(), n), -1);
+  EXPECT_LE(device->pinned_bytes() - before, detail::Staging::kRingBytes);
+  // Pageable -> pinned and pinned -> pageable, chunk by chunk, and a source the caller may
+  // reuse at once.
+  PinnedBuffer pin = device->host_alloc(n);
+  std::vector<unsigned char> v = pattern(n, 6);
+  s.memcpy_async(pin.data(), v.data(), n, CopyKind::H2H);
+  fill(v.data(), n, 7);
+  std::fill(dst.begin(), dst.end(), 0);
+  s.memcpy_async(dst.data(), pin.data(), n, CopyKind::H2H);
+  EXPECT_EQ(first_diff(dst.data(), pattern(n, 6).data(), n), -1);
+  s.synchronize();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StagingTest, ::testing::Values(Backend::Emulated, Backend::Drm),
+                         backend_name);
+
+}  // namespace
+}  // namespace hostrt::test

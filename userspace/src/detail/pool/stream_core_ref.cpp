@@ -1,0 +1,61 @@
+#include "detail/pool/stream_core_ref.hpp"
+
+#include "detail/device_core.hpp"
+
+namespace hostrt::detail::pool {
+
+namespace {
+
+std::uint64_t unfinished(const void* s) noexcept {
+  // Inline: one load of the stream's state word (last point and the queued-waits flag) and a
+  // completion-page read; this runs on every free.
+  const auto* c = static_cast<const StreamCore*>(s);
+  const std::uint64_t w = c->state_word();
+  if (w & StreamCore::kWaitsQueued) [[unlikely]]
+    return w;
+  return c->reached(w) ? std::uint64_t{0} : w;
+}
+
+template <const StreamOps* Self>
+void collect(void* s, std::vector<StreamPoint>& waits, std::vector<std::shared_ptr<const void>>& keeps) {
+  auto* c = static_cast<StreamCore*>(s);
+  // The queued waits first: reading them may drop reached ones and clear the flag.
+  for (auto& [other, point] : c->pending_waits()) {
+    waits.push_back({stream_ref(*other), point});
+    keeps.push_back(std::move(other));
+  }
+  const std::uint64_t last = c->last_submitted();
+  if (!c->reached(last)) waits.push_back({StreamRef{c, Self}, last});
+}
+
+bool reached(const void* s, std::uint64_t point) noexcept {
+  return static_cast<const StreamCore*>(s)->reached(point);
+}
+
+void wait_point(void* s, std::uint64_t point) { static_cast<StreamCore*>(s)->wait(point); }
+
+// The timeline wait alone: StreamCore::wait would also report (and so consume) a device fault
+// that belongs to the user's next synchronize.
+void wait_quiet(void* s, std::uint64_t point) {
+  auto* c = static_cast<StreamCore*>(s);
+  if (!c->reached(point)) c->device()->backend("pool wait").wait_timeline(c->timeline(), point);
+}
+
+std::shared_ptr<const void> retain(const void* s) {
+  return static_cast<const StreamCore*>(s)->shared_from_this();
+}
+std::shared_ptr<const void> retain_nothing(const void*) { return {}; }
+
+}  // namespace
+
+extern const StreamOps kSharedStreamOps;
+extern const StreamOps kOwnedStreamOps;
+constinit const StreamOps kSharedStreamOps = {
+    unfinished, collect<&kSharedStreamOps>, reached, wait_point, wait_quiet, retain};
+constinit const StreamOps kOwnedStreamOps = {
+    unfinished, collect<&kOwnedStreamOps>, reached, wait_point, wait_quiet, retain_nothing};
+
+StreamRef stream_ref(StreamCore& c) noexcept { return StreamRef{&c, &kSharedStreamOps}; }
+StreamRef owned_stream_ref(StreamCore& c) noexcept { return StreamRef{&c, &kOwnedStreamOps}; }
+
+}  // namespace hostrt::detail::pool
