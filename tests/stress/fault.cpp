@@ -69,7 +69,7 @@ struct Sweep {
 };
 
 // Everything of one sweep runs in the calling (unprivileged) process.
-void sweep(const std::string& render, int round, unsigned cap, Sweep& out) {
+void sweep(const std::string& render, int round, unsigned cap, bool fresh_userptr, Sweep& out) {
   FailNth nth;
   Fd f(render);
   const int fd = f.get();
@@ -104,7 +104,16 @@ void sweep(const std::string& render, int round, unsigned cap, Sweep& out) {
        [&](int rc) { if (!rc) close(ofd); }},
       {"BO_CREATE 1 page", [] {}, [&] { return bo_create(fd, kPage, &h, &off); }, close_h},
       {"BO_CREATE big", [] {}, [&] { return bo_create(fd, big, &h, &off); }, close_h},
-      {"BO_USERPTR touched", [] {}, [&] { return bo_userptr(fd, touched.data() + 9, big, 0, &h); }, close_h},
+      {"BO_USERPTR touched",
+       [&] {
+         fresh = touched.data();
+         if (fresh_userptr) {  // pages no other live registration shares
+           fresh = static_cast<uint8_t*>(mmap(nullptr, big + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+           memset(fresh, 3, big + kPage);
+         }
+       },
+       [&] { return bo_userptr(fd, fresh + 9, big, 0, &h); },
+       [&](int rc) { close_h(rc); if (fresh_userptr) munmap(fresh, big + kPage); }},
       {"BO_USERPTR untouched",
        [&] { fresh = static_cast<uint8_t*>(mmap(nullptr, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)); },
        [&] { return bo_userptr(fd, fresh, big, 0, &h); },
@@ -149,7 +158,13 @@ void sweep(const std::string& render, int round, unsigned cap, Sweep& out) {
          uint32_t hh = 0, uh = 0;
          drm_edu_accel_queue_create qq;
          bo_create(ofd, 2 * kPage, &hh);
-         bo_userptr(ofd, touched.data(), 3 * kPage, 0, &uh);
+         uint8_t* m = touched.data();
+         if (fresh_userptr) {
+           m = static_cast<uint8_t*>(mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+           memset(m, 1, 3 * kPage);
+         }
+         bo_userptr(ofd, m, 3 * kPage, 0, &uh);
+         if (fresh_userptr) munmap(m, 3 * kPage);
          queue_create(ofd, &qq);
          auto o = op(EDU_ACCEL_OP_H2H, uh, 0, hh, 0, 2 * kPage);
          submit(ofd, qq.queue, &o, 1, nullptr, 0, nullptr, 0);
@@ -220,7 +235,7 @@ int fault_part(const Params& P, Part& part) {
         [&] {
           if (!drop_to(kUidA, 64 << 20)) return 90;
           Sweep s;
-          sweep(render, round, cap, s);
+          sweep(render, round, cap, P.known_bugs.count("dma_api_overlapping_userptr") > 0, s);
           res[0] = s.faults;
           res[1] = s.survived;
           res[2] = s.calls;
@@ -246,16 +261,20 @@ int fault_part(const Params& P, Part& part) {
   const int ops = P.long_run ? 3000 : 300;
   uint64_t failed_calls = 0;
   res[0] = 0;
+  // Writing make-it-fail needs CAP_SYS_RESOURCE: this workload stays root (so BO_USERPTR
+  // is not charged to RLIMIT_MEMLOCK here; the fail-nth sweeps above run unprivileged).
   const int rrc = run_child(
       [&] {
-        if (!drop_to(kUidA, 64 << 20)) return 90;
         int mif = open("/proc/self/make-it-fail", O_WRONLY | O_CLOEXEC);
         if (mif < 0) return 91;
-        auto arm = [&](bool on) { pwrite(mif, on ? "1" : "0", 1, 0); };
+        auto arm = [&](bool on) {
+          if (pwrite(mif, on ? "1" : "0", 1, 0) != 1) _exit(93);
+        };
         Rng r(P.seed, 4);
         Fd f(nodes[0].render);
         const int fd = f.get();
         std::vector<uint8_t> mem(1 << 20, 1);
+        const bool fresh = P.known_bugs.count("dma_api_overlapping_userptr") > 0;
         std::vector<uint32_t> hs;
         drm_edu_accel_queue_create q;
         if (fd < 0 || queue_create(fd, &q)) return 92;
@@ -267,7 +286,20 @@ int fault_part(const Params& P, Part& part) {
           const uint64_t d = r.below(6);
           arm(true);
           if (d == 0) rc = bo_create(fd, r.range(1, 128 << 10), &h);
-          else if (d == 1) rc = bo_userptr(fd, mem.data() + r.below(4096), r.range(1, 512 << 10), 0, &h);
+          else if (d == 1) {
+            uint8_t* base = mem.data();
+            if (fresh) {  // pages no other live registration shares
+              arm(false);
+              base = static_cast<uint8_t*>(mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+              memset(base, 1, 1 << 20);
+              arm(true);
+            }
+            rc = bo_userptr(fd, base + r.below(4096), r.range(1, 512 << 10), 0, &h);
+            if (fresh) {
+              arm(false);
+              munmap(base, 1 << 20);
+            }
+          }
           else if (d == 2 && hs.size() >= 2) {
             auto o = op(EDU_ACCEL_OP_H2H, hs[r.below(hs.size())], 0, hs[r.below(hs.size())], 0, 1 + r.below(4096));
             drm_edu_accel_sync out = sync_point(done);

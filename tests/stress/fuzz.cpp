@@ -57,6 +57,7 @@ struct State {
   uint8_t* arena = nullptr;
   size_t arena_size = 0;
   std::atomic<int> bad{0};
+  bool fresh_userptr = false;  // --known-bug dma_api_overlapping_userptr
 };
 
 void* const kBusy = reinterpret_cast<void*>(1);
@@ -223,7 +224,15 @@ class Worker {
       mutate(&a, f, 4, r_);
       if (a.size > (4u << 20) && a.size <= (1ull << 30)) a.size = 1ull << 31;
     }
+    void* fresh = nullptr;
+    if (s_.fresh_userptr && a.user_ptr >= reinterpret_cast<uintptr_t>(s_.arena) &&
+        a.user_ptr < reinterpret_cast<uintptr_t>(s_.arena) + s_.arena_size && a.size <= s_.arena_size) {
+      // Pages no other live registration can share (pinned pages outlive the munmap).
+      fresh = mmap(nullptr, s_.arena_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (fresh != MAP_FAILED) a.user_ptr = a.user_ptr - reinterpret_cast<uintptr_t>(s_.arena) + reinterpret_cast<uintptr_t>(fresh);
+    }
     if (fz(fd, DRM_IOCTL_EDU_ACCEL_BO_USERPTR, &a) == 0) remember(w, a.handle, a.size);
+    if (fresh && fresh != MAP_FAILED) munmap(fresh, s_.arena_size);
   }
 
   void bo_info(int fd, int w) {
@@ -424,7 +433,7 @@ int fuzz_part(const Params& P, Part& part) {
   if (nodes.empty()) return part.fail("no edu_accel device bound");
   const int64_t pins0 = pins_outstanding();
   const int procs = P.long_run ? 6 : 3, threads = P.long_run ? 4 : 3;
-  const int iters = P.long_run ? 5000 : 1200;
+  const int iters = P.long_run ? 5500 : 1200;
   const uint64_t ioctls0 = shared()->ioctls.load(), sigbus0 = shared()->sigbus.load(),
                  other0 = shared()->sigbus_other.load();
   logf("fuzz: %d processes x %d threads x %d actions on %zu device(s), seed %llu", procs, threads, iters, nodes.size(),
@@ -441,6 +450,7 @@ int fuzz_part(const Params& P, Part& part) {
       sigaction(SIGBUS, &sa, nullptr);
       sigaction(SIGSEGV, &sa, nullptr);
       auto* s = new State();
+      s->fresh_userptr = P.known_bugs.count("dma_api_overlapping_userptr") > 0;
       for (int w = 0; w < 2; ++w) {
         s->render[w] = nodes[w % nodes.size()].render;
         s->fds[w] = open(s->render[w].c_str(), O_RDWR | O_CLOEXEC);
