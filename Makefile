@@ -5,6 +5,8 @@
 #                 the debug kernel's among them: its first build takes ~20 minutes)
 #   make shell    the VM with the driver loaded, interactive (leave with `exit`)
 #   make bench    benchmarks; METRIC lines land in build/bench/metrics.txt
+#   make stress   adversarial stress (tests/stress/): long run on the debug kernel plus the SMP
+#                 part on smp2; one table and METRIC stress_* lines (STRESS_SEED=N to reseed)
 # CONFIG=<name> picks a VM configuration from qemu/configs/ for run and shell.
 
 BUILD    := $(CURDIR)/build
@@ -50,6 +52,14 @@ shell: all
 bench: all
 	tests/bench/run-bench.sh
 
+# Known driver bugs the stress run reports as KNOWN-BUG instead of failing (see
+# tests/stress/CMakeLists.txt); STRESS_KNOWN_BUGS= checks everything.
+STRESS_KNOWN_BUGS ?= device_buffer_isolation,mmap_sigbus_after_dontneed,mmap_sigbus_after_unplug,dma_api_overlapping_userptr
+STRESS_SEED ?= 12
+stress: all kernel-debug
+	tests/stress/run-stress.sh --mode long --seed $(STRESS_SEED) --known-bug "$(STRESS_KNOWN_BUGS)" \
+		debug:isolation,fuzz,kill,fault,unplug smp2:smp
+
 clean:
 	-$(MAKE) -C kernel clean
 	rm -rf $(CMAKEDIR) $(BUILD)/vm/runs $(BUILD)/bench
@@ -58,4 +68,4 @@ clean:
 distclean: clean
 	rm -rf $(BUILD)
 
-.PHONY: all deps kernel kernel-debug sparse userspace run check shell bench clean distclean
+.PHONY: all deps kernel kernel-debug sparse userspace run check shell bench stress clean distclean
