@@ -100,38 +100,70 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
     h = 0;
   };
   std::vector<Scenario> sc = {
-      {"open", [] {}, [&] { ofd = open(render.c_str(), O_RDWR | O_CLOEXEC); return ofd < 0 ? errno : 0; },
-       [&](int rc) { if (!rc) close(ofd); }},
+      {"open", [] {},
+       [&] {
+         ofd = open(render.c_str(), O_RDWR | O_CLOEXEC);
+         return ofd < 0 ? errno : 0;
+       },
+       [&](int rc) {
+         if (!rc) close(ofd);
+       }},
       {"BO_CREATE 1 page", [] {}, [&] { return bo_create(fd, kPage, &h, &off); }, close_h},
       {"BO_CREATE big", [] {}, [&] { return bo_create(fd, big, &h, &off); }, close_h},
       {"BO_USERPTR touched",
        [&] {
          fresh = touched.data();
          if (fresh_userptr) {  // pages no other live registration shares
-           fresh = static_cast<uint8_t*>(mmap(nullptr, big + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+           fresh = static_cast<uint8_t*>(
+               mmap(nullptr, big + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
            memset(fresh, 3, big + kPage);
          }
        },
        [&] { return bo_userptr(fd, fresh + 9, big, 0, &h); },
-       [&](int rc) { close_h(rc); if (fresh_userptr) munmap(fresh, big + kPage); }},
+       [&](int rc) {
+         close_h(rc);
+         if (fresh_userptr) munmap(fresh, big + kPage);
+       }},
       {"BO_USERPTR untouched",
-       [&] { fresh = static_cast<uint8_t*>(mmap(nullptr, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)); },
+       [&] {
+         fresh = static_cast<uint8_t*>(
+             mmap(nullptr, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+       },
        [&] { return bo_userptr(fd, fresh, big, 0, &h); },
-       [&](int rc) { close_h(rc); munmap(fresh, big); }},
+       [&](int rc) {
+         close_h(rc);
+         munmap(fresh, big);
+       }},
       {"BO_USERPTR readonly",
-       [&] { fresh = static_cast<uint8_t*>(mmap(nullptr, big, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)); },
+       [&] {
+         fresh = static_cast<uint8_t*>(mmap(nullptr, big, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+       },
        [&] { return bo_userptr(fd, fresh, big, EDU_ACCEL_BO_USERPTR_READONLY, &h); },
-       [&](int rc) { close_h(rc); munmap(fresh, big); }},
-      {"BO_INFO", [] {}, [&] { drm_edu_accel_bo_info i; return bo_info(fd, src.handle, &i); }, [](int) {}},
-      {"QUEUE_CREATE", [] {}, [&] { return queue_create(fd, &q2); }, [&](int rc) { if (!rc) queue_destroy(fd, q2.queue); }},
-      {"QUEUE_DESTROY", [&] { queue_create(fd, &q2); }, [&] { return queue_destroy(fd, q2.queue); }, [](int) {}},
+       [&](int rc) {
+         close_h(rc);
+         munmap(fresh, big);
+       }},
+      {"BO_INFO", [] {},
+       [&] {
+         drm_edu_accel_bo_info i;
+         return bo_info(fd, src.handle, &i);
+       },
+       [](int) {}},
+      {"QUEUE_CREATE", [] {}, [&] { return queue_create(fd, &q2); },
+       [&](int rc) {
+         if (!rc) queue_destroy(fd, q2.queue);
+       }},
+      {"QUEUE_DESTROY", [&] { queue_create(fd, &q2); }, [&] { return queue_destroy(fd, q2.queue); },
+       [](int) {}},
       {"SUBMIT H2H with syncs", [] {},
        [&] {
          auto o = op(EDU_ACCEL_OP_H2H, src.handle, 1, dst.handle, 3, std::min<size_t>(big - 3, 3 * kChunk));
          drm_edu_accel_sync in = sync_point(sync_in), out2 = sync_point(sync_out);
          return submit(fd, q.queue, &o, 1, &in, 1, &out2, 1, &seq);
        },
-       [&](int rc) { if (!rc) wait_syncobj(fd, sync_out, 600); }},
+       [&](int rc) {
+         if (!rc) wait_syncobj(fd, sync_out, 600);
+       }},
       {"SUBMIT H2D+D2H", [] {},
        [&] {
          drm_edu_accel_copy_op o[2] = {op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, kChunk),
@@ -139,19 +171,30 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
          drm_edu_accel_sync out2 = sync_point(sync_out);
          return submit(fd, q.queue, o, 2, nullptr, 0, &out2, 1, &seq);
        },
-       [&](int rc) { if (!rc) wait_syncobj(fd, sync_out, 600); }},
+       [&](int rc) {
+         if (!rc) wait_syncobj(fd, sync_out, 600);
+       }},
       {"GEM_CLOSE", [&] { bo_create(fd, kPage, &h, &off); }, [&] { return gem_close(fd, h); },
-       [&](int rc) { if (rc) gem_close(fd, h); h = 0; }},
+       [&](int rc) {
+         if (rc) gem_close(fd, h);
+         h = 0;
+       }},
       {"SYNCOBJ_CREATE", [] {}, [&] { return drmSyncobjCreate(fd, 0, &h) ? errno : 0; },
-       [&](int rc) { if (!rc) drmSyncobjDestroy(fd, h); h = 0; }},
+       [&](int rc) {
+         if (!rc) drmSyncobjDestroy(fd, h);
+         h = 0;
+       }},
       {"mmap BO", [] {},
        [&] {
          drm_edu_accel_bo_info i;
          bo_info(fd, src.handle, &i);
-         map = mmap(nullptr, src.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(i.mmap_offset));
+         map = mmap(nullptr, src.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                    static_cast<off_t>(i.mmap_offset));
          return map == MAP_FAILED ? errno : 0;
        },
-       [&](int rc) { if (!rc) munmap(map, src.size); }},
+       [&](int rc) {
+         if (!rc) munmap(map, src.size);
+       }},
       {"close a busy file",
        [&] {
          ofd = open(render.c_str(), O_RDWR | O_CLOEXEC);
@@ -160,7 +203,8 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
          bo_create(ofd, 2 * kPage, &hh);
          uint8_t* m = touched.data();
          if (fresh_userptr) {
-           m = static_cast<uint8_t*>(mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+           m = static_cast<uint8_t*>(
+               mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
            memset(m, 1, 3 * kPage);
          }
          bo_userptr(ofd, m, 3 * kPage, 0, &uh);
@@ -193,8 +237,8 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
   // Every failed or undone call returned its charge.
   const uint64_t charged = param(fd, EDU_ACCEL_PARAM_PINNED_BYTES);
   if (charged != charged0)
-    out.problems.push_back("PINNED_BYTES " + std::to_string(charged) + " after the sweep, " + std::to_string(charged0) +
-                           " before");
+    out.problems.push_back("PINNED_BYTES " + std::to_string(charged) + " after the sweep, " +
+                           std::to_string(charged0) + " before");
 }
 
 }  // namespace
@@ -246,7 +290,8 @@ int fault_part(const Params& P, Part& part) {
     faults += res[0];
     survived += res[1];
     calls += res[2];
-    if (rc) part.fail("fail-nth sweep round %d: %s (exit %d)", round, rc == -1 ? "hung" : "problems above", rc);
+    if (rc)
+      part.fail("fail-nth sweep round %d: %s (exit %d)", round, rc == -1 ? "hung" : "problems above", rc);
   }
   logf("fault: fail-nth: %llu calls, %llu faults injected, %llu calls recovered from their fault",
        static_cast<unsigned long long>(calls), static_cast<unsigned long long>(faults),
@@ -285,12 +330,14 @@ int fault_part(const Params& P, Part& part) {
           uint32_t h = 0;
           const uint64_t d = r.below(6);
           arm(true);
-          if (d == 0) rc = bo_create(fd, r.range(1, 128 << 10), &h);
+          if (d == 0)
+            rc = bo_create(fd, r.range(1, 128 << 10), &h);
           else if (d == 1) {
             uint8_t* base = mem.data();
             if (fresh) {  // pages no other live registration shares
               arm(false);
-              base = static_cast<uint8_t*>(mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+              base = static_cast<uint8_t*>(
+                  mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
               memset(base, 1, 1 << 20);
               arm(true);
             }
@@ -299,9 +346,9 @@ int fault_part(const Params& P, Part& part) {
               arm(false);
               munmap(base, 1 << 20);
             }
-          }
-          else if (d == 2 && hs.size() >= 2) {
-            auto o = op(EDU_ACCEL_OP_H2H, hs[r.below(hs.size())], 0, hs[r.below(hs.size())], 0, 1 + r.below(4096));
+          } else if (d == 2 && hs.size() >= 2) {
+            auto o =
+                op(EDU_ACCEL_OP_H2H, hs[r.below(hs.size())], 0, hs[r.below(hs.size())], 0, 1 + r.below(4096));
             drm_edu_accel_sync out = sync_point(done);
             rc = submit(fd, q.queue, &o, 1, nullptr, 0, &out, 1);
           } else if (d == 3) {
@@ -341,8 +388,10 @@ int fault_part(const Params& P, Part& part) {
     put(std::string(d) + "/times", "-1");
   }
   if (rrc) part.fail("random fault workload exited %d", rrc);
-  logf("fault: random (task-filtered, make-it-fail around each ioctl): %d calls, %llu failed, %lld faults injected", ops,
-       static_cast<unsigned long long>(failed_calls), injected);
+  logf(
+      "fault: random (task-filtered, make-it-fail around each ioctl): %d calls, %llu failed, %lld faults "
+      "injected",
+      ops, static_cast<unsigned long long>(failed_calls), injected);
   faults += static_cast<uint64_t>(std::max(0ll, injected));
 
   // fail_function: only functions the driver marks ALLOW_ERROR_INJECTION can be failed.
@@ -360,10 +409,12 @@ int fault_part(const Params& P, Part& part) {
 
   const int64_t leaked = settle_pins(pins0);
   part.leaked_pins += leaked;
-  if (leaked) part.fail("%lld pinned pages not released after fault injection", static_cast<long long>(leaked));
+  if (leaked)
+    part.fail("%lld pinned pages not released after fault injection", static_cast<long long>(leaked));
   if (auto cl = settle_clients(nodes); !cl.empty()) {
     part.leaked_objects += cl.size();
-    part.fail("the driver still accounts %zu client(s) after every file closed: %s", cl.size(), cl[0].c_str());
+    part.fail("the driver still accounts %zu client(s) after every file closed: %s", cl.size(),
+              cl[0].c_str());
   }
   for (size_t i = 0; i < nodes.size(); ++i)
     if (verified_copy_as_user(nodes[i].render, mix(P.seed + 41 + i), 3 * kChunk, false))

@@ -15,13 +15,33 @@ namespace {
 struct Field {
   size_t off, size;
 };
-#define FLD(T, f) Field{offsetof(T, f), sizeof(T::f)}
+#define FLD(T, f) \
+  Field { offsetof(T, f), sizeof(T::f) }
 
 uint64_t interesting(Rng& r, size_t size) {
-  static const uint64_t k64[] = {0, 1, 2, 63, 64, 4094, 4095, 4096, 4097, 8191, 0x40000, 0x41000,
-                                 1ull << 31, 1ull << 32, (1ull << 32) - 1, 1ull << 63, ~0ull, ~0ull - 4094,
-                                 ~0ull - 4095, 0xffffffff81000000ull, 0x7ffffffff000ull};
-  static const uint64_t k32[] = {0, 1, 2, 3, 4, 7, 15, 16, 17, 63, 64, 65, 0x7fffffff, 0x80000000, 0xffffffff};
+  static const uint64_t k64[] = {0,
+                                 1,
+                                 2,
+                                 63,
+                                 64,
+                                 4094,
+                                 4095,
+                                 4096,
+                                 4097,
+                                 8191,
+                                 0x40000,
+                                 0x41000,
+                                 1ull << 31,
+                                 1ull << 32,
+                                 (1ull << 32) - 1,
+                                 1ull << 63,
+                                 ~0ull,
+                                 ~0ull - 4094,
+                                 ~0ull - 4095,
+                                 0xffffffff81000000ull,
+                                 0x7ffffffff000ull};
+  static const uint64_t k32[] = {0,  1,  2,  3,  4,          7,          15,        16,
+                                 17, 63, 64, 65, 0x7fffffff, 0x80000000, 0xffffffff};
   switch (r.below(4)) {
     case 0:
       return r.next() >> (size == 4 ? 32 : 0);
@@ -67,8 +87,8 @@ thread_local sigjmp_buf* volatile t_jmp = nullptr;
 void on_sigbus(int sig, siginfo_t* si, void*) {
   if (t_jmp) siglongjmp(*t_jmp, sig);
   char b[160];
-  int n = snprintf(b, sizeof b, "  fuzz: unguarded signal %d at address %p (code %d, pid %d)\n", sig, si->si_addr,
-                   si->si_code, getpid());
+  int n = snprintf(b, sizeof b, "  fuzz: unguarded signal %d at address %p (code %d, pid %d)\n", sig,
+                   si->si_addr, si->si_code, getpid());
   if (write(2, b, static_cast<size_t>(n)) < 0) {
   }
   signal(sig, SIG_DFL);
@@ -165,20 +185,34 @@ class Worker {
     const int w = static_cast<int>(r_.below(2));
     const int fd = s_.fds[w].load();
     const uint64_t dice = r_.below(100);
-    if (dice < 4) get_param(fd);
-    else if (dice < 14) bo_create(fd, w);
-    else if (dice < 24) bo_userptr(fd, w);
-    else if (dice < 29) bo_info(fd, w);
-    else if (dice < 36) gem_close_(fd, w);
-    else if (dice < 42) queue_create_(fd, w);
-    else if (dice < 46) queue_destroy_(fd, w);
-    else if (dice < 68) submit_(fd, w);
-    else if (dice < 73) syncobj_ops(fd, w);
-    else if (dice < 80) mmap_offset(fd);
-    else if (dice < 86) unmap_or_dontneed();
-    else if (dice < 90) arena_remap();
-    else if (dice < 92) reopen(w);
-    else get_param(fd);
+    if (dice < 4)
+      get_param(fd);
+    else if (dice < 14)
+      bo_create(fd, w);
+    else if (dice < 24)
+      bo_userptr(fd, w);
+    else if (dice < 29)
+      bo_info(fd, w);
+    else if (dice < 36)
+      gem_close_(fd, w);
+    else if (dice < 42)
+      queue_create_(fd, w);
+    else if (dice < 46)
+      queue_destroy_(fd, w);
+    else if (dice < 68)
+      submit_(fd, w);
+    else if (dice < 73)
+      syncobj_ops(fd, w);
+    else if (dice < 80)
+      mmap_offset(fd);
+    else if (dice < 86)
+      unmap_or_dontneed();
+    else if (dice < 90)
+      arena_remap();
+    else if (dice < 92)
+      reopen(w);
+    else
+      get_param(fd);
   }
 
   void get_param(int fd) {
@@ -193,7 +227,8 @@ class Worker {
     drm_edu_accel_bo_create a{};
     a.size = r_.chance(0.5) ? r_.range(1, 3 * kPage) : r_.range(1, 256 * 1024);
     static const Field f[] = {FLD(drm_edu_accel_bo_create, size), FLD(drm_edu_accel_bo_create, flags),
-                              FLD(drm_edu_accel_bo_create, handle), FLD(drm_edu_accel_bo_create, mmap_offset)};
+                              FLD(drm_edu_accel_bo_create, handle),
+                              FLD(drm_edu_accel_bo_create, mmap_offset)};
     if (mutating()) {
       mutate(&a, f, 4, r_);
       if (a.size > (256u << 10) && a.size <= (1ull << 30)) a.size = 1ull << 31;  // never a huge valid BO
@@ -229,7 +264,8 @@ class Worker {
         a.user_ptr < reinterpret_cast<uintptr_t>(s_.arena) + s_.arena_size && a.size <= s_.arena_size) {
       // Pages no other live registration can share (pinned pages outlive the munmap).
       fresh = mmap(nullptr, s_.arena_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (fresh != MAP_FAILED) a.user_ptr = a.user_ptr - reinterpret_cast<uintptr_t>(s_.arena) + reinterpret_cast<uintptr_t>(fresh);
+      if (fresh != MAP_FAILED)
+        a.user_ptr = a.user_ptr - reinterpret_cast<uintptr_t>(s_.arena) + reinterpret_cast<uintptr_t>(fresh);
     }
     if (fz(fd, DRM_IOCTL_EDU_ACCEL_BO_USERPTR, &a) == 0) remember(w, a.handle, a.size);
     if (fresh && fresh != MAP_FAILED) munmap(fresh, s_.arena_size);
@@ -241,7 +277,8 @@ class Worker {
     static const Field f[] = {FLD(drm_edu_accel_bo_info, handle), FLD(drm_edu_accel_bo_info, flags),
                               FLD(drm_edu_accel_bo_info, size), FLD(drm_edu_accel_bo_info, dma_nents)};
     if (r_.chance(0.2)) mutate(&a, f, 4, r_);
-    if (fz(fd, DRM_IOCTL_EDU_ACCEL_BO_INFO, &a) == 0 && a.mmap_offset) s_.offsets[r_.below(kSlots)] = a.mmap_offset;
+    if (fz(fd, DRM_IOCTL_EDU_ACCEL_BO_INFO, &a) == 0 && a.mmap_offset)
+      s_.offsets[r_.below(kSlots)] = a.mmap_offset;
   }
 
   void gem_close_(int fd, int w) {
@@ -332,10 +369,14 @@ class Worker {
     if (mutating()) {
       const uint64_t where = r_.below(10);
       if (where < 4) {
-        static const Field f[] = {FLD(drm_edu_accel_submit, queue),         FLD(drm_edu_accel_submit, flags),
-                                  FLD(drm_edu_accel_submit, ops),           FLD(drm_edu_accel_submit, op_count),
-                                  FLD(drm_edu_accel_submit, in_sync_count), FLD(drm_edu_accel_submit, in_syncs),
-                                  FLD(drm_edu_accel_submit, out_syncs),     FLD(drm_edu_accel_submit, out_sync_count),
+        static const Field f[] = {FLD(drm_edu_accel_submit, queue),
+                                  FLD(drm_edu_accel_submit, flags),
+                                  FLD(drm_edu_accel_submit, ops),
+                                  FLD(drm_edu_accel_submit, op_count),
+                                  FLD(drm_edu_accel_submit, in_sync_count),
+                                  FLD(drm_edu_accel_submit, in_syncs),
+                                  FLD(drm_edu_accel_submit, out_syncs),
+                                  FLD(drm_edu_accel_submit, out_sync_count),
                                   FLD(drm_edu_accel_submit, pad)};
         mutate(&s, f, std::size(f), r_);
         // Counts past the arrays read our own stack: keep them within what is allocated.
@@ -343,10 +384,11 @@ class Worker {
         if (s.in_sync_count > 12 && s.in_sync_count < 100000) s.in_sync_count = 17;
         if (s.out_sync_count > 12 && s.out_sync_count < 100000) s.out_sync_count = 12;
       } else if (where < 8) {
-        static const Field f[] = {FLD(drm_edu_accel_copy_op, type),       FLD(drm_edu_accel_copy_op, flags),
-                                  FLD(drm_edu_accel_copy_op, src_handle), FLD(drm_edu_accel_copy_op, dst_handle),
-                                  FLD(drm_edu_accel_copy_op, src_offset), FLD(drm_edu_accel_copy_op, dst_offset),
-                                  FLD(drm_edu_accel_copy_op, size)};
+        static const Field f[] = {
+            FLD(drm_edu_accel_copy_op, type),       FLD(drm_edu_accel_copy_op, flags),
+            FLD(drm_edu_accel_copy_op, src_handle), FLD(drm_edu_accel_copy_op, dst_handle),
+            FLD(drm_edu_accel_copy_op, src_offset), FLD(drm_edu_accel_copy_op, dst_offset),
+            FLD(drm_edu_accel_copy_op, size)};
         drm_edu_accel_copy_op& o = ops_[r_.below(nops)];
         mutate(&o, f, std::size(f), r_);
         // A valid huge H2H would occupy the engine for hours: keep valid sizes bounded.
@@ -393,7 +435,8 @@ class Worker {
     uint64_t off = r_.chance(0.85) ? s_.offsets[r_.below(kSlots)].load() : (interesting(r_, 8) & ~0xfffull);
     const size_t n = kPage * r_.range(1, 4);
     const bool priv = r_.chance(0.1);
-    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, priv ? MAP_PRIVATE : MAP_SHARED, fd, static_cast<off_t>(off));
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, priv ? MAP_PRIVATE : MAP_SHARED, fd,
+                   static_cast<off_t>(off));
     if (p == MAP_FAILED) return;
     touch(p, true);
     keep_map(p, n | 1);
@@ -436,8 +479,8 @@ int fuzz_part(const Params& P, Part& part) {
   const int iters = P.long_run ? 5500 : 1200;
   const uint64_t ioctls0 = shared()->ioctls.load(), sigbus0 = shared()->sigbus.load(),
                  other0 = shared()->sigbus_other.load();
-  logf("fuzz: %d processes x %d threads x %d actions on %zu device(s), seed %llu", procs, threads, iters, nodes.size(),
-       static_cast<unsigned long long>(P.seed));
+  logf("fuzz: %d processes x %d threads x %d actions on %zu device(s), seed %llu", procs, threads, iters,
+       nodes.size(), static_cast<unsigned long long>(P.seed));
   std::vector<pid_t> pids;
   for (int pi = 0; pi < procs; ++pi) {
     fflush(nullptr);
@@ -465,7 +508,8 @@ int fuzz_part(const Params& P, Part& part) {
       memset(s->arena, 0x5a, s->arena_size);
       std::vector<std::thread> ts;
       for (int t = 0; t < threads; ++t)
-        ts.emplace_back([s, t, pi, &P, iters] { Worker(*s, mix(P.seed ^ mix(1000 + pi * 64 + t))).run(iters); });
+        ts.emplace_back(
+            [s, t, pi, &P, iters] { Worker(*s, mix(P.seed ^ mix(1000 + pi * 64 + t))).run(iters); });
       for (auto& t : ts) t.join();
       Rng r(P.seed, 77, pi);
       if (r.chance(0.5)) _exit(0);  // leave everything open: the file release path cleans up
@@ -480,19 +524,24 @@ int fuzz_part(const Params& P, Part& part) {
     pids.push_back(pid);
   }
   int bad = wait_children(pids, 1800, "fuzz");
-  if (bad) part.fail("%d fuzzing process(es) died or hung (a signal other than a handled SIGBUS is a finding)", bad);
+  if (bad)
+    part.fail("%d fuzzing process(es) died or hung (a signal other than a handled SIGBUS is a finding)", bad);
   const uint64_t sigbus = shared()->sigbus.load() - sigbus0;
   if (sigbus)
-    part.check_known(false, "mmap_sigbus_after_dontneed", "%llu SIGBUS on touching a mapped BO after MADV_DONTNEED (no .fault handler)",
+    part.check_known(false, "mmap_sigbus_after_dontneed",
+                     "%llu SIGBUS on touching a mapped BO after MADV_DONTNEED (no .fault handler)",
                      static_cast<unsigned long long>(sigbus));
   if (const uint64_t other = shared()->sigbus_other.load() - other0)
     part.fail("%llu SIGBUS/SIGSEGV on touching a freshly mapped BO", static_cast<unsigned long long>(other));
   const int64_t leaked = settle_pins(pins0);
   part.leaked_pins += leaked;
-  if (leaked) part.fail("%lld pinned pages not released after every fuzzing process exited", static_cast<long long>(leaked));
+  if (leaked)
+    part.fail("%lld pinned pages not released after every fuzzing process exited",
+              static_cast<long long>(leaked));
   if (auto cl = settle_clients(nodes); !cl.empty()) {
     part.leaked_objects += cl.size();
-    part.fail("the driver still accounts %zu client(s) after every file closed: %s", cl.size(), cl[0].c_str());
+    part.fail("the driver still accounts %zu client(s) after every file closed: %s", cl.size(),
+              cl[0].c_str());
   }
   int copies_bad = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -505,7 +554,8 @@ int fuzz_part(const Params& P, Part& part) {
   for (int e = 0; e < 256; ++e)
     if (shared()->errno_bits[e / 64].load() & (1ull << (e % 64))) {
       ++distinct;
-      names += (names.empty() ? "" : ",") + std::string(e ? strerrorname_np(e) ? strerrorname_np(e) : "?" : "OK");
+      names +=
+          (names.empty() ? "" : ",") + std::string(e ? strerrorname_np(e) ? strerrorname_np(e) : "?" : "OK");
     }
   part.figure("ioctls", shared()->ioctls.load() - ioctls0);
   part.figure("distinct_errnos", static_cast<uint64_t>(distinct));

@@ -93,8 +93,8 @@ int isolation_part(const Params& P, Part& part) {
     for (uint64_t off : {a->bo_offset, a->completion_offset}) {
       void* p = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(off));
       if (p != MAP_FAILED) {
-        logf("  isolation hole: user B maps A's mmap offset 0x%llx (first byte %02x)", static_cast<unsigned long long>(off),
-             *static_cast<uint8_t*>(p));
+        logf("  isolation hole: user B maps A's mmap offset 0x%llx (first byte %02x)",
+             static_cast<unsigned long long>(off), *static_cast<uint8_t*>(p));
         ++bad;
         munmap(p, kPage);
       }
@@ -112,7 +112,8 @@ int isolation_part(const Params& P, Part& part) {
     uint32_t done = 0;
     if (queue_create(fd, &q) || mapped_bo(fd, kChunk, &mine) || drmSyncobjCreate(fd, 0, &done)) _exit(92);
     auto steal = op(EDU_ACCEL_OP_H2H, a->bo + (a->bo == mine.handle ? 1000 : 0), 0, mine.handle, 0, 64);
-    if (a->bo != mine.handle) hole("copies from A's handle number", submit(fd, q.queue, &steal, 1, nullptr, 0, nullptr, 0));
+    if (a->bo != mine.handle)
+      hole("copies from A's handle number", submit(fd, q.queue, &steal, 1, nullptr, 0, nullptr, 0));
     drm_edu_accel_sync in = sync_point(a->syncobj + (a->syncobj == done ? 1000 : 0));
     auto ok = op(EDU_ACCEL_OP_H2D, mine.handle, 0, 0, 0, 1);
     hole("uses A's syncobj handle as an in-sync", submit(fd, q.queue, &ok, 1, &in, 1, nullptr, 0));
@@ -153,10 +154,13 @@ int isolation_part(const Params& P, Part& part) {
   leaked_bytes = a->b_rc.load();
   waitpid(pa, &st, 0);
   const int ra = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  if (rb) part.fail("user B used %d of user A's objects or read root-only debugfs (see the holes above; exit %d)", rb, rb);
-  if (ra) part.fail("user A's objects stopped working after user B's attempts (exit %d, rc %d)", ra, a->a_rc.load());
-  if (leaked_bytes < 0)
-    logf("  isolation: user B's D2H of the device buffer was refused");
+  if (rb)
+    part.fail("user B used %d of user A's objects or read root-only debugfs (see the holes above; exit %d)",
+              rb, rb);
+  if (ra)
+    part.fail("user A's objects stopped working after user B's attempts (exit %d, rc %d)", ra,
+              a->a_rc.load());
+  if (leaked_bytes < 0) logf("  isolation: user B's D2H of the device buffer was refused");
   part.check_known(leaked_bytes < static_cast<int>(kChunk) / 8, "device_buffer_isolation",
                    "user B read back %d of the %u bytes user A left in edu's device buffer (D2H offset 0)",
                    leaked_bytes, kChunk);

@@ -25,7 +25,8 @@ enum Phase { kSetup = 0, kPinning = 1, kSubmitting = 2, kDma = 3 };
       ph = kPinning;
       uint32_t h = 0;
       const size_t off = r.below(size / 2);
-      if (bo_userptr(fd, static_cast<uint8_t*>(p) + off, size - off, 0, &h) == 0 && r.chance(0.7)) gem_close(fd, h);
+      if (bo_userptr(fd, static_cast<uint8_t*>(p) + off, size - off, 0, &h) == 0 && r.chance(0.7))
+        gem_close(fd, h);
     }
   } else {
     // Submitting, and waiting for DMA in flight: H2H jobs between a userptr and a created BO.
@@ -36,7 +37,8 @@ enum Phase { kSetup = 0, kPinning = 1, kSubmitting = 2, kDma = 3 };
     Mapped dst;
     drm_edu_accel_queue_create q[4];
     ph = kPinning;
-    if (bo_userptr(fd, mem.data() + 7, size, 0, &src) || mapped_bo(fd, size, &dst) || drmSyncobjCreate(fd, 0, &done))
+    if (bo_userptr(fd, mem.data() + 7, size, 0, &src) || mapped_bo(fd, size, &dst) ||
+        drmSyncobjCreate(fd, 0, &done))
       _exit(92);
     for (auto& qq : q)
       if (queue_create(fd, &qq)) _exit(93);
@@ -83,9 +85,9 @@ int kill_part(const Params& P, Part& part) {
     }
     const uint64_t vmpin2 = status_kb("VmPin:"), charged2 = param(f.get(), EDU_ACCEL_PARAM_PINNED_BYTES);
     if (vmpin != vmpin2 || charged != charged2) {
-      logf("  survivor: VmPin %llu -> %llu kB, PINNED_BYTES %llu -> %llu", static_cast<unsigned long long>(vmpin),
-           static_cast<unsigned long long>(vmpin2), static_cast<unsigned long long>(charged),
-           static_cast<unsigned long long>(charged2));
+      logf("  survivor: VmPin %llu -> %llu kB, PINNED_BYTES %llu -> %llu",
+           static_cast<unsigned long long>(vmpin), static_cast<unsigned long long>(vmpin2),
+           static_cast<unsigned long long>(charged), static_cast<unsigned long long>(charged2));
       _exit(1);
     }
     gem_close(f.get(), h);
@@ -143,22 +145,26 @@ int kill_part(const Params& P, Part& part) {
   if (!WIFEXITED(st) || WEXITSTATUS(st))
     part.fail("the survivor's pin accounting moved or its limit is not whole again (exit %d)",
               WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-  if (exited_early > 3) part.fail("%llu victims exited by themselves (setup failed?)", static_cast<unsigned long long>(exited_early));
+  if (exited_early > 3)
+    part.fail("%llu victims exited by themselves (setup failed?)",
+              static_cast<unsigned long long>(exited_early));
   const int64_t leaked = settle_pins(pins0);
   part.leaked_pins += leaked;
   if (leaked) part.fail("%lld pinned pages not released after the storm", static_cast<long long>(leaked));
   if (auto cl = settle_clients(nodes); !cl.empty()) {
     part.leaked_objects += cl.size();
-    part.fail("the driver still accounts %zu client(s) after every file closed: %s", cl.size(), cl[0].c_str());
+    part.fail("the driver still accounts %zu client(s) after every file closed: %s", cl.size(),
+              cl[0].c_str());
   }
   for (size_t i = 0; i < nodes.size(); ++i)
     if (verified_copy_as_user(nodes[i].render, mix(P.seed + 31 + i), 2 * kChunk, false))
       part.fail("verified copy on %s failed after the storm", nodes[i].render.c_str());
   shared()->killed += killed;
   part.figure("processes_killed", killed);
-  logf("kill: %llu killed (setup %llu, pinning %llu, submitting %llu, DMA wait %llu)", static_cast<unsigned long long>(killed),
-       static_cast<unsigned long long>(in_phase[0]), static_cast<unsigned long long>(in_phase[1]),
-       static_cast<unsigned long long>(in_phase[2]), static_cast<unsigned long long>(in_phase[3]));
+  logf("kill: %llu killed (setup %llu, pinning %llu, submitting %llu, DMA wait %llu)",
+       static_cast<unsigned long long>(killed), static_cast<unsigned long long>(in_phase[0]),
+       static_cast<unsigned long long>(in_phase[1]), static_cast<unsigned long long>(in_phase[2]),
+       static_cast<unsigned long long>(in_phase[3]));
   return 0;
 }
 

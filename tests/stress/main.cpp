@@ -36,10 +36,14 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--mode") P.long_run = next() == "long";
-    else if (a == "--seed") P.seed = strtoull(next().c_str(), nullptr, 0);
-    else if (a == "--parts") parts = split(next());
-    else if (a == "--known-bug") for (auto& b : split(next())) P.known_bugs.insert(b);
+    if (a == "--mode")
+      P.long_run = next() == "long";
+    else if (a == "--seed")
+      P.seed = strtoull(next().c_str(), nullptr, 0);
+    else if (a == "--parts")
+      parts = split(next());
+    else if (a == "--known-bug")
+      for (auto& b : split(next())) P.known_bugs.insert(b);
     else {
       fprintf(stderr, "usage: edu_stress [--mode short|long] [--seed N] [--parts a,b] [--known-bug NAME]\n");
       return 2;
@@ -57,7 +61,7 @@ int main(int argc, char** argv) {
   }
   auto nodes = hostrt::detail::bound_edu_nodes();
   for (auto& n : nodes) {
-    struct stat sb{};
+    struct stat sb {};
     stat(n.render.c_str(), &sb);
     logf("device %s %s mode %04o (made 0666 for the unprivileged users, as a udev rule would)", n.pci.c_str(),
          n.render.c_str(), sb.st_mode & 07777);
@@ -72,12 +76,18 @@ int main(int argc, char** argv) {
     part.params = &P;
     logf("== part %s ==", name.c_str());
     const double t0 = now_s();
-    if (name == "fuzz") fuzz_part(P, part);
-    else if (name == "kill") kill_part(P, part);
-    else if (name == "unplug") unplug_part(P, part);
-    else if (name == "fault") fault_part(P, part);
-    else if (name == "isolation") isolation_part(P, part);
-    else if (name == "smp") smp_part(P, part);
+    if (name == "fuzz")
+      fuzz_part(P, part);
+    else if (name == "kill")
+      kill_part(P, part);
+    else if (name == "unplug")
+      unplug_part(P, part);
+    else if (name == "fault")
+      fault_part(P, part);
+    else if (name == "isolation")
+      isolation_part(P, part);
+    else if (name == "smp")
+      smp_part(P, part);
     else {
       logf("unknown part %s", name.c_str());
       return 2;
@@ -87,10 +97,13 @@ int main(int argc, char** argv) {
     if (reports) part.fail("%d kernel report(s) in the log during this part", reports);
     std::string figs;
     for (auto& [k, v] : part.figures) figs += " " + k + "=" + std::to_string(v);
-    const char* verdict = part.skipped ? "SKIP" : !part.failures.empty() ? "FAIL" : !part.known.empty() ? "KNOWN-BUG" : "PASS";
-    logf("== part %s: %s in %.0f s (guest time);%s kernel_reports=%d leaked_pins=%lld%s%s", name.c_str(), verdict, now_s() - t0,
-         figs.c_str(), reports, static_cast<long long>(part.leaked_pins), part.skipped ? " skipped: " : "",
-         part.skip_reason.c_str());
+    const char* verdict = part.skipped             ? "SKIP"
+                          : !part.failures.empty() ? "FAIL"
+                          : !part.known.empty()    ? "KNOWN-BUG"
+                                                   : "PASS";
+    logf("== part %s: %s in %.0f s (guest time);%s kernel_reports=%d leaked_pins=%lld%s%s", name.c_str(),
+         verdict, now_s() - t0, figs.c_str(), reports, static_cast<long long>(part.leaked_pins),
+         part.skipped ? " skipped: " : "", part.skip_reason.c_str());
     printf("STRESS-PART %s %s\n", name.c_str(), verdict);
     failures += static_cast<int>(part.failures.size());
     results.push_back(std::move(part));

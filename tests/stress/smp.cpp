@@ -82,8 +82,9 @@ int stream(int fd, uint64_t seed, double until, int max_jobs, std::atomic<int>* 
       if (i < dof || i >= dof + n) bad += d.p[i] != 0xc3;  // nothing written outside the range
     shared()->bytes_verified += n;
     shared()->corrupted += bad;
-    if (bad) logf("  smp stream: %llu corrupted bytes in a %llu-byte copy", static_cast<unsigned long long>(bad),
-                  static_cast<unsigned long long>(n));
+    if (bad)
+      logf("  smp stream: %llu corrupted bytes in a %llu-byte copy", static_cast<unsigned long long>(bad),
+           static_cast<unsigned long long>(n));
     (*jobs)++;
   }
   free_buf(fd, a);
@@ -102,8 +103,10 @@ int smp_part(const Params& P, Part& part) {
   const int max_jobs = slow ? 1000 : (P.long_run ? 400 : 60);
   const int64_t pins0 = pins_outstanding();
   const uint64_t v0 = shared()->bytes_verified.load(), c0 = shared()->corrupted.load();
-  auto* jobs = static_cast<std::atomic<int>*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  logf("smp: %d processes x %d streams, up to %.0f s, %ld CPU(s) online", procs, streams, seconds, sysconf(_SC_NPROCESSORS_ONLN));
+  auto* jobs = static_cast<std::atomic<int>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  logf("smp: %d processes x %d streams, up to %.0f s, %ld CPU(s) online", procs, streams, seconds,
+       sysconf(_SC_NPROCESSORS_ONLN));
   std::vector<pid_t> pids;
   const double until = now_s() + seconds;
   for (int p = 0; p < procs; ++p) {
@@ -130,7 +133,8 @@ int smp_part(const Params& P, Part& part) {
   part.leaked_pins += leaked;
   if (leaked) part.fail("%lld pinned pages not released", static_cast<long long>(leaked));
   if (jobs->load() == 0) part.fail("no job completed");
-  logf("smp: %d jobs, %llu bytes verified", jobs->load(), static_cast<unsigned long long>(shared()->bytes_verified.load() - v0));
+  logf("smp: %d jobs, %llu bytes verified", jobs->load(),
+       static_cast<unsigned long long>(shared()->bytes_verified.load() - v0));
   part.figure("smp_jobs", static_cast<uint64_t>(jobs->load()));
   return 0;
 }

@@ -46,7 +46,8 @@ struct Part {
     va_end(ap);
     if (ok) {
       if (params->known_bugs.count(bug))
-        logf("FIXED? %s: check '%s' passed although --known-bug %s was given: drop the flag", name.c_str(), bug, bug);
+        logf("FIXED? %s: check '%s' passed although --known-bug %s was given: drop the flag", name.c_str(),
+             bug, bug);
       return;
     }
     if (params->known_bugs.count(bug)) {
@@ -54,7 +55,8 @@ struct Part {
       logf("KNOWN-BUG %s [%s]: %s", name.c_str(), bug, buf);
     } else {
       failures.push_back(std::string(bug) + ": " + buf);
-      logf("FAIL %s [%s]: %s (seed %llu)", name.c_str(), bug, buf, static_cast<unsigned long long>(params->seed));
+      logf("FAIL %s [%s]: %s (seed %llu)", name.c_str(), bug, buf,
+           static_cast<unsigned long long>(params->seed));
     }
   }
   void figure(const std::string& k, uint64_t v) { figures[k] += v; }

@@ -108,7 +108,9 @@ inline double now_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-inline int64_t abs_ns(double seconds_from_now) { return static_cast<int64_t>((now_s() + seconds_from_now) * 1e9); }
+inline int64_t abs_ns(double seconds_from_now) {
+  return static_cast<int64_t>((now_s() + seconds_from_now) * 1e9);
+}
 
 // Drops root for good: supplementary groups, gid, uid; RLIMIT_MEMLOCK set first. Keeps the
 // process dumpable so its own /proc/self files (fail-nth, make-it-fail) stay writable.
@@ -221,7 +223,7 @@ inline std::vector<hostrt::detail::EduNode> nodes_open_to_all() {
   // The guest's initramfs root may be 0700 (a mktemp directory): an unprivileged user could
   // not even reach /dev. A real system has 0755 there.
   for (const char* d : {"/", "/dev", "/dev/dri"}) {
-    struct stat sb{};
+    struct stat sb {};
     if (stat(d, &sb) == 0 && (sb.st_mode & 0005) != 0005) chmod(d, (sb.st_mode & 07777) | 0755);
   }
   auto nodes = hostrt::detail::bound_edu_nodes();
@@ -264,7 +266,8 @@ inline std::vector<std::string> debugfs_clients(const hostrt::detail::EduNode& n
 
 // Clients still accounted on any node after waiting (BOs of closed files may be freed late,
 // when their last job ends): empty when everything was released.
-inline std::vector<std::string> settle_clients(const std::vector<hostrt::detail::EduNode>& nodes, double timeout_s = 120) {
+inline std::vector<std::string> settle_clients(const std::vector<hostrt::detail::EduNode>& nodes,
+                                               double timeout_s = 120) {
   const double end = now_s() + timeout_s;
   for (;;) {
     std::vector<std::string> left;
@@ -315,7 +318,8 @@ inline void unmap_bo(int fd, Mapped& m) {
 }
 
 inline int wait_syncobj(int fd, uint32_t h, double seconds) {
-  return drmSyncobjWait(fd, &h, 1, abs_ns(seconds), DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr) == 0 ? 0 : errno;
+  return drmSyncobjWait(fd, &h, 1, abs_ns(seconds), DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr) == 0 ? 0
+                                                                                                   : errno;
 }
 
 // A fresh copy through the device on an open file, verified byte by byte: H2D+D2H chunks in
@@ -373,8 +377,9 @@ inline int verified_copy_as_user(const std::string& render, uint64_t seed, size_
         if (f.get() < 0) return 91;
         Rng rng(seed);
         int rc = verified_copy_fd(f.get(), rng, size, h2h);
-        if (rc) logf("  verified copy on %s (%zu bytes, %s): %s", render.c_str(), size, h2h ? "H2H" : "H2D+D2H",
-                     rc < 0 ? "bytes differ" : strerror(rc));
+        if (rc)
+          logf("  verified copy on %s (%zu bytes, %s): %s", render.c_str(), size, h2h ? "H2H" : "H2D+D2H",
+               rc < 0 ? "bytes differ" : strerror(rc));
         return rc ? 1 : 0;
       },
       900);

@@ -37,13 +37,15 @@ void on_sigbus(int) { _exit(7); }
   } else {
     src.p = heap.data() + 3;
     dst.p = heap.data() + kChunk + 11;
-    if (bo_userptr(fd, src.p, kChunk, 0, &src.handle) || bo_userptr(fd, dst.p, kChunk, 0, &dst.handle)) _exit(91);
+    if (bo_userptr(fd, src.p, kChunk, 0, &src.handle) || bo_userptr(fd, dst.p, kChunk, 0, &dst.handle))
+      _exit(91);
   }
   volatile drm_edu_accel_completion* slot = nullptr;
   if (mapped) {
     drm_edu_accel_bo_info info;
     bo_info(fd, q.completion_handle, &info);
-    auto* page = static_cast<uint8_t*>(mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(info.mmap_offset)));
+    auto* page = static_cast<uint8_t*>(
+        mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(info.mmap_offset)));
     if (page == MAP_FAILED) _exit(92);
     slot = reinterpret_cast<volatile drm_edu_accel_completion*>(page + q.completion_offset);
   }
@@ -53,14 +55,16 @@ void on_sigbus(int) { _exit(7); }
     const uint32_t n = static_cast<uint32_t>(r.range(1, kChunk));
     r.fill(src.p, n);
     memset(dst.p, 0, n);
-    drm_edu_accel_copy_op o[2] = {op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, n), op(EDU_ACCEL_OP_D2H, 0, 0, dst.handle, 0, n)};
+    drm_edu_accel_copy_op o[2] = {op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, n),
+                                  op(EDU_ACCEL_OP_D2H, 0, 0, dst.handle, 0, n)};
     drm_edu_accel_sync out = sync_point(done);
     uint64_t seq = 0;
     int err = submit(fd, q.queue, o, 2, nullptr, 0, &out, 1, &seq);
     if (err == ENODEV) _exit(0);
     if (pending_bad) {
       shared()->corrupted += pending_bad;
-      logf("  streamer: %llu bytes differ in a job reported successful", static_cast<unsigned long long>(pending_bad));
+      logf("  streamer: %llu bytes differ in a job reported successful",
+           static_cast<unsigned long long>(pending_bad));
       _exit(3);
     }
     if (err) {
@@ -105,7 +109,8 @@ int unplug_part(const Params& P, Part& part) {
   if (nodes.empty()) return part.fail("no edu_accel device bound");
   const int total = P.long_run ? 12 : 2;
   const int64_t pins0 = pins_outstanding();
-  auto* st = static_cast<Stream*>(mmap(nullptr, sizeof(Stream), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* st = static_cast<Stream*>(
+      mmap(nullptr, sizeof(Stream), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   Rng r(P.seed, 5);
   int done_unplugs = 0;
   for (int u = 0; u < total; ++u) {
@@ -130,8 +135,10 @@ int unplug_part(const Params& P, Part& part) {
         Fd f(witness_node.render);
         Rng wr(mix(P.seed + 200 + u));
         while (!st->stop_witness.load()) {
-          if (verified_copy_fd(f.get(), wr, 1 + wr.below(2 * kChunk), wr.chance(0.5))) st->witness_bad++;
-          else st->witness_ok++;
+          if (verified_copy_fd(f.get(), wr, 1 + wr.below(2 * kChunk), wr.chance(0.5)))
+            st->witness_bad++;
+          else
+            st->witness_ok++;
         }
         _exit(0);
       }
@@ -159,16 +166,18 @@ int unplug_part(const Params& P, Part& part) {
     if (src_rc == 0) {
       shared()->enodev_seen++;
     } else if (src_rc == 7) {
-      part.check_known(false, "mmap_sigbus_after_unplug",
-                       "%s of %s: the streaming process got SIGBUS touching its mapped BO (before any ioctl said ENODEV)",
-                       remove ? "remove" : "unbind", bdf.c_str());
+      part.check_known(
+          false, "mmap_sigbus_after_unplug",
+          "%s of %s: the streaming process got SIGBUS touching its mapped BO (before any ioctl said ENODEV)",
+          remove ? "remove" : "unbind", bdf.c_str());
     } else {
       part.fail("%s of %s: the streaming process did not end with ENODEV (%s %d, after %llu good jobs)",
                 remove ? "remove" : "unbind", bdf.c_str(), src_rc == -1 ? "hung" : "exit", src_rc,
                 static_cast<unsigned long long>(st->jobs_ok.load()));
     }
     // Back again.
-    ok = remove ? sysfs_write("/sys/bus/pci/rescan", "1") : sysfs_write("/sys/bus/pci/drivers/edu_accel/bind", bdf);
+    ok = remove ? sysfs_write("/sys/bus/pci/rescan", "1")
+                : sysfs_write("/sys/bus/pci/drivers/edu_accel/bind", bdf);
     if (!ok) part.fail("%s of %s failed", remove ? "rescan" : "bind", bdf.c_str());
     bool back = false;
     for (int i = 0; i < 300 && !back; ++i) {
@@ -176,13 +185,14 @@ int unplug_part(const Params& P, Part& part) {
         if (n.pci == bdf && !n.render.empty() && access(n.render.c_str(), F_OK) == 0) back = true;
       if (!back) usleep(100000);
     }
-    if (!back) part.fail("%s did not come back bound to edu_accel after %s", bdf.c_str(), remove ? "rescan" : "bind");
+    if (!back)
+      part.fail("%s did not come back bound to edu_accel after %s", bdf.c_str(), remove ? "rescan" : "bind");
     if (pw > 0) {
       st->stop_witness = 1;
       waitpid(pw, &status, 0);
       if (st->witness_bad.load() || !st->witness_ok.load())
-        part.fail("the other device %s: %llu verified copies failed, %llu passed during the unplug", witness_node.pci.c_str(),
-                  static_cast<unsigned long long>(st->witness_bad.load()),
+        part.fail("the other device %s: %llu verified copies failed, %llu passed during the unplug",
+                  witness_node.pci.c_str(), static_cast<unsigned long long>(st->witness_bad.load()),
                   static_cast<unsigned long long>(st->witness_ok.load()));
     }
     const int64_t leaked = settle_pins(pins0);
@@ -196,7 +206,11 @@ int unplug_part(const Params& P, Part& part) {
     ++done_unplugs;
     logf("unplug %d (%s streamer): %s of %s after %llu verified jobs: streamer %s, device %s", u,
          mapped ? "mmap" : "userptr", remove ? "PCI remove/rescan" : "unbind/bind", bdf.c_str(),
-         static_cast<unsigned long long>(st->jobs_ok.load()), src_rc == 0 ? "got ENODEV" : src_rc == 7 ? "got SIGBUS" : "failed", back ? "bound again" : "NOT back");
+         static_cast<unsigned long long>(st->jobs_ok.load()),
+         src_rc == 0   ? "got ENODEV"
+         : src_rc == 7 ? "got SIGBUS"
+                       : "failed",
+         back ? "bound again" : "NOT back");
   }
   shared()->unplugs += static_cast<uint64_t>(done_unplugs);
   part.figure("unplugs", static_cast<uint64_t>(done_unplugs));
