@@ -164,6 +164,8 @@ static void edu_job_complete(struct edu_accel_device *edev, struct edu_job *job,
 	smp_wmb();
 	WRITE_ONCE(slot->completed, job->seqno);
 	trace_edu_job_done(job->queue->id, job->seqno, error);
+	job->retired = true;
+	edu_queue_job_retired(job->queue);
 	/* The job may be freed once its fence signals: drop our pointer first. */
 	job->hw_fence = NULL;
 	dma_fence_signal_locked(fence);

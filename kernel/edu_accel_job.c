@@ -64,15 +64,11 @@ static void edu_file_put(struct edu_file *ef)
 	kref_put(&ef->ref, edu_file_release);
 }
 
-/* The queue's last job is gone: only now may its id and completion slot be reused. */
 static void edu_queue_release(struct kref *ref)
 {
 	struct edu_queue *q = container_of(ref, struct edu_queue, ref);
 	struct edu_file *ef = q->file;
 
-	mutex_lock(&ef->lock);
-	xa_erase(&ef->queues, q->id);
-	mutex_unlock(&ef->lock);
 	drm_gem_object_put(&q->completion->base);
 	mutex_destroy(&q->submit_lock);
 	kfree(q);
@@ -82,6 +78,33 @@ static void edu_queue_release(struct kref *ref)
 static void edu_queue_put(struct edu_queue *q)
 {
 	kref_put(&q->ref, edu_queue_release);
+}
+
+/* The id and completion slot go back to the file, once: no job of the queue writes it any more. */
+static void edu_queue_free_slot(struct edu_queue *q)
+{
+	struct edu_file *ef = q->file;
+	unsigned long flags;
+
+	if (test_and_set_bit(0, &q->slot_freed))
+		return;
+	spin_lock_irqsave(&ef->slot_lock, flags);
+	clear_bit(q->id - 1, &ef->slots_busy);
+	spin_unlock_irqrestore(&ef->slot_lock, flags);
+}
+
+/**
+ * edu_queue_job_retired - a job of @q wrote its completion slot for the last time (or was
+ * killed unrun); a destroyed queue with no such job left gives its slot back
+ * @q: the queue
+ *
+ * Any context, from the engine's interrupt path included.
+ */
+void edu_queue_job_retired(struct edu_queue *q)
+{
+	/* atomic_dec_and_test() is a full barrier: pairs with the one in the destroy. */
+	if (atomic_dec_and_test(&q->pending) && READ_ONCE(q->dead))
+		edu_queue_free_slot(q);
 }
 
 /* Hands the job's buffers to the device (the streaming-DMA ownership rule). */
@@ -166,6 +189,8 @@ static void edu_sched_free_job(struct drm_sched_job *sched_job)
 	struct edu_queue *q = job->queue;
 
 	drm_sched_job_cleanup(sched_job);
+	if (!job->retired)	/* killed with its entity: it never reached the engine */
+		edu_queue_job_retired(q);
 	edu_job_free(job);
 	atomic_dec(&q->file->jobs);
 	edu_queue_put(q);
@@ -316,7 +341,8 @@ int edu_file_open(struct drm_file *file, struct edu_client *client)
 	kref_init(&ef->ref);
 	ef->client = client;
 	mutex_init(&ef->lock);
-	xa_init_flags(&ef->queues, XA_FLAGS_ALLOC1);
+	xa_init(&ef->queues);
+	spin_lock_init(&ef->slot_lock);
 	atomic_set(&ef->jobs, 0);
 	file->driver_priv = ef;
 	return 0;
@@ -324,14 +350,18 @@ int edu_file_open(struct drm_file *file, struct edu_client *client)
 
 /*
  * Marks the queue dead so that neither a lookup nor a racing SUBMIT reaches it, and takes
- * over the file's reference. The id stays in the xarray until the last job is freed.
+ * over the file's reference. Its id and slot stay taken until its last job wrote the slot.
  */
 static struct edu_queue *edu_queue_kill_locked(struct edu_file *ef, struct edu_queue *q)
 {
 	lockdep_assert_held(&ef->lock);
 	mutex_lock(&q->submit_lock);
-	q->dead = true;
+	WRITE_ONCE(q->dead, true);
 	mutex_unlock(&q->submit_lock);
+	xa_erase(&ef->queues, q->id);
+	smp_mb();	/* pairs with atomic_dec_and_test() in edu_queue_job_retired() */
+	if (!atomic_read(&q->pending))
+		edu_queue_free_slot(q);
 	return q;
 }
 
@@ -449,12 +479,24 @@ int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *
 	ret = edu_file_completion(edev, file);
 	if (ret)
 		goto unlock;
-	ret = xa_alloc(&ef->queues, &id, q, XA_LIMIT(1, EDU_MAX_QUEUES), GFP_KERNEL);
-	if (ret) {
-		ret = ret == -EBUSY ? -ENOSPC : ret;
+	spin_lock_irq(&ef->slot_lock);
+	id = find_first_zero_bit(&ef->slots_busy, EDU_MAX_QUEUES);
+	if (id < EDU_MAX_QUEUES)
+		set_bit(id, &ef->slots_busy);
+	spin_unlock_irq(&ef->slot_lock);
+	if (id >= EDU_MAX_QUEUES) {
+		ret = -ENOSPC;
 		goto unlock;
 	}
+	id++;
 	q->id = id;
+	ret = xa_insert(&ef->queues, id, q, GFP_KERNEL_ACCOUNT);
+	if (ret) {
+		spin_lock_irq(&ef->slot_lock);
+		clear_bit(id - 1, &ef->slots_busy);
+		spin_unlock_irq(&ef->slot_lock);
+		goto unlock;
+	}
 	kref_get(&ef->ref);
 	drm_gem_object_get(&ef->completion->base);
 	q->completion = ef->completion;
@@ -763,6 +805,7 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 		goto free_outs;
 	}
 	drm_sched_job_arm(&job->base);
+	atomic_inc(&q->pending);	/* nothing fails from here on */
 	seqno = ++q->next_seqno;
 	job->seqno = seqno;
 	done = dma_fence_get(&job->base.s_fence->finished);

@@ -23,8 +23,10 @@ struct edu_client;
  * @ref: held by the open file and by each queue
  * @client: pin accounting, which may outlive the file too (referenced)
  * @lock: protects @queues changes and @completion creation
- * @queues: queue id -> &struct edu_queue; an id (and its completion slot) stays taken until
- *	the queue's last job is freed, so a new queue never shares a slot with a dying one
+ * @queues: queue id -> &struct edu_queue of the live queues
+ * @slot_lock: protects @slots_busy (taken from the engine's interrupt path)
+ * @slots_busy: bit id - 1: the id and its completion slot are taken, by a live queue or by a
+ *	destroyed one whose jobs have not all ended (they still write the slot)
  * @completion: the page of completion slots, created with the first queue
  * @completion_handle: its GEM handle in this file
  * @jobs: jobs submitted and not yet freed, bounded by the max_jobs_per_file parameter
@@ -34,6 +36,8 @@ struct edu_file {
 	struct edu_client *client;
 	struct mutex lock;
 	struct xarray queues;
+	spinlock_t slot_lock;
+	unsigned long slots_busy;
 	struct edu_bo *completion;
 	u32 completion_handle;
 	atomic_t jobs;
@@ -50,6 +54,8 @@ struct edu_file {
  * @id: queue id within its file
  * @submit_lock: keeps sequence numbers in the order jobs reach the entity
  * @next_seqno: last sequence number handed out
+ * @pending: jobs submitted that have not yet written their completion
+ * @slot_freed: bit 0: the id and slot went back to the file (once)
  * @dead: destroyed (under the file's lock and @submit_lock): lookups fail, and a submit that
  *	raced with the destroy must not reach the entity
  */
@@ -63,6 +69,8 @@ struct edu_queue {
 	u32 id;
 	struct mutex submit_lock;
 	u64 next_seqno;
+	atomic_t pending;
+	unsigned long slot_freed;
 	bool dead;
 };
 
@@ -107,6 +115,7 @@ struct edu_sg_cursor {
  * @nin: entries of @in_fences
  * @error: set when the job must not (or did not) complete normally
  * @started: the engine has looked at the job at its head (and at its in-fences)
+ * @retired: the job wrote its completion (or was killed before it could)
  * @engine_link: entry in the engine's queue
  * @progress: engine transfer count when the timeout handler last looked
  * @nops: entries of @ops
@@ -130,6 +139,7 @@ struct edu_job {
 	u32 nin;
 	int error;
 	bool started;
+	bool retired;
 	struct list_head engine_link;
 	u64 progress;
 	u32 nops;
@@ -230,6 +240,7 @@ int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *
 int edu_ioctl_queue_destroy(struct drm_device *drm, void *data, struct drm_file *file);
 int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
 
+void edu_queue_job_retired(struct edu_queue *q);
 struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle);
 void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job);
 
