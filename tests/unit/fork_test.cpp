@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <memory>
 
 #include "hostrt/hostrt.h"
@@ -23,6 +24,7 @@ template <class F>
 int in_child(F&& f) {
   const pid_t pid = fork();
   if (pid == 0) {
+    std::signal(SIGSEGV, SIG_DFL);  // die by the signal, not through a sanitizer's handler
     int code = 99;
     try {
       code = f();

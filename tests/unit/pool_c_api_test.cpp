@@ -163,6 +163,35 @@ TEST_F(PoolCApiTest, RecordStreamReserveAndReleaseThreshold) {
   EXPECT_EQ(st.segmentsReleased, 1u);
 }
 
+// hrtPoolProps.size: with it set, releaseThreshold 0 returns every idle segment (before, 0
+// could only mean "keep all"); a zero-initialised struct keeps the old meaning. Peaks restart
+// from the current values on hrtPoolResetPeakStats.
+TEST_F(PoolCApiTest, PropsSizeMakesAZeroReleaseThresholdMeanReleaseAll) {
+  for (std::size_t size : {sizeof(hrtPoolProps), std::size_t{0}}) {
+    hrtPool_t p = nullptr;
+    hrtPoolProps props{};
+    props.size = size;
+    props.disableThreadCache = 1;
+    ASSERT_EQ(hrtPoolCreate(&p, stream, &props), hrtSuccess) << hrtGetLastErrorMessage();
+    void* q = nullptr;
+    ASSERT_EQ(hrtPoolMalloc(p, &q, 3 << 20), hrtSuccess);
+    ASSERT_EQ(hrtPoolFree(p, q), hrtSuccess);
+    hrtPoolStats st{};
+    ASSERT_EQ(hrtPoolGetStats(p, &st), hrtSuccess);
+    EXPECT_EQ(st.reservedBytes, size != 0 ? 0u : std::size_t{3} << 20) << "props.size " << size;
+    EXPECT_EQ(st.peakAllocatedBytes, std::size_t{3} << 20);
+    ASSERT_EQ(hrtPoolResetPeakStats(p), hrtSuccess);
+    ASSERT_EQ(hrtPoolGetStats(p, &st), hrtSuccess);
+    EXPECT_EQ(st.peakAllocatedBytes, 0u);
+    EXPECT_EQ(st.peakReservedBytes, st.reservedBytes);
+    EXPECT_EQ(hrtPoolDestroy(p), hrtSuccess);
+  }
+  hrtPoolProps bad{};
+  bad.size = 3;
+  hrtPool_t p = nullptr;
+  EXPECT_EQ(hrtPoolCreate(&p, stream, &bad), hrtErrorInvalidValue);
+}
+
 hrtMemoryType type_of(const void* p) {
   hrtPointerAttributes a{};
   EXPECT_EQ(hrtPointerGetAttributes(&a, p), hrtSuccess) << hrtGetLastErrorMessage();

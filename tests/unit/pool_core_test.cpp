@@ -152,6 +152,25 @@ TEST_F(PoolCoreTest, SyncOnFreeWaitsAndSurfacesADeviceFault) {
   EXPECT_EQ(pool->stats().allocated_bytes, 0u) << "freed even though the job failed";
 }
 
+// sync_on_free: a wait that fails without the job ending (DeviceLost) is not a completion.
+// Before, the block was freed as if the work had ended and handed out at once.
+TEST_F(PoolCoreTest, SyncOnFreeNeverTakesAFailedWaitForCompletion) {
+  PoolOptions o;
+  o.sync_on_free = true;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  void* p = pool->allocate(128, s1.ref());
+  const auto job = s1.submit();
+  s1.lose_next_wait();
+  EXPECT_THROW(pool->deallocate(p, s1.ref()), DeviceLost);
+  EXPECT_LT(s1.completed(), job);
+  EXPECT_EQ(pool->stats().pending_free_bytes, 128u) << "freed although its job may still run";
+  EXPECT_NE(pool->allocate(128, {}), p);
+  s1.complete_to(job);
+  pool->synchronize();
+  EXPECT_EQ(pool->stats().pending_free_bytes, 0u);
+}
+
 TEST_F(PoolCoreTest, CoalescesNeighboursIntoOneBlock) {
   PoolOptions o;
   o.thread_cache_bytes = 0;

@@ -53,6 +53,8 @@ class FakeStream {
   std::uint64_t waits() const { return waits_.load(); }
   // The next wait_point reports a device fault (after completing, as a failed job ends).
   void fail_next_wait() { fail_next_ = true; }
+  // The next wait fails without the job ending (DeviceLost: the wait itself could not happen).
+  void lose_next_wait() { lose_next_ = true; }
 
   detail::pool::StreamRef ref() { return {this, &kOps}; }
 
@@ -64,6 +66,7 @@ class FakeStream {
   std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> waits_{0};
   std::atomic<bool> fail_next_{false};
+  std::atomic<bool> lose_next_{false};
   std::mutex m_;
   std::vector<std::pair<FakeStream*, std::uint64_t>> queued_;
   std::atomic<bool> has_queued_{false};
@@ -92,12 +95,14 @@ inline const detail::pool::StreamOps FakeStream::kOps = {
     [](void* s, std::uint64_t p) {
       auto* f = static_cast<FakeStream*>(s);
       ++f->waits_;
+      if (f->lose_next_.exchange(false)) throw DeviceLost(ENODEV, "fake stream: wait failed");
       f->complete_to(p);  // the device gets there while the host sleeps
       if (f->fail_next_.exchange(false)) throw DeviceFault(EIO, "fake stream: job failed", p);
     },
     [](void* s, std::uint64_t p) {
       auto* f = static_cast<FakeStream*>(s);
       ++f->waits_;
+      if (f->lose_next_.exchange(false)) throw DeviceLost(ENODEV, "fake stream: wait failed");
       f->complete_to(p);  // a pending failure stays for the user to see
     },
     // Tests keep their fake streams alive themselves.

@@ -26,10 +26,18 @@ extern "C" {
 
 typedef struct hrtPool* hrtPool_t;
 
-/* Zero means "the default" for every field (see hostrt::PoolOptions). */
+/*
+ * Pool properties. `size` makes the struct extensible: set it to sizeof(hrtPoolProps) (fields
+ * added later go at the end, and a caller built against an older header passes its smaller
+ * size, the missing fields taking their defaults). With size 0 (a zero-initialised struct from
+ * before the field existed), zero means "the default" for every field, releaseThreshold
+ * included (keep everything); with size set, releaseThreshold is taken as is: 0 returns every
+ * idle segment, SIZE_MAX keeps all.
+ */
 typedef struct hrtPoolProps {
+  size_t size;             /* sizeof(hrtPoolProps), or 0 (see above) */
   size_t maxBytes;         /* upper bound on reserved bytes; 0: none */
-  size_t releaseThreshold; /* idle bytes kept when segments go idle; 0: keep all */
+  size_t releaseThreshold; /* idle bytes kept when segments go idle (see above) */
   size_t threadCacheBytes; /* per-thread cache budget; 0: default (1 MiB) */
   int disableThreadCache;  /* nonzero: no per-thread caches */
   int syncOnFree;          /* nonzero: debug mode, frees wait for the device */
@@ -62,6 +70,9 @@ hrtError_t hrtPoolTrimTo(hrtPool_t pool, size_t keepBytes, size_t* releasedBytes
 hrtError_t hrtPoolSetReleaseThreshold(hrtPool_t pool, size_t bytes);
 hrtError_t hrtPoolSynchronize(hrtPool_t pool);
 hrtError_t hrtPoolGetStats(hrtPool_t pool, hrtPoolStats* stats);
+/* Restarts the peak statistics from the current values (and the growth policy's high-water
+ * mark of reserved bytes with them). */
+hrtError_t hrtPoolResetPeakStats(hrtPool_t pool);
 
 /*
  * Registration cache (hostrt::RegistrationCache): hrtHostRegister behind an interval index

@@ -178,6 +178,10 @@ class Pool {
   // Returns the calling thread's cached blocks to the pool.
   void flush_thread_cache();
   PoolStats stats() const;
+  // Restarts the peaks of PoolStats from the current values. The peak of reserved bytes is
+  // also the growth policy's high-water mark (idle segments are kept while growing stays
+  // under it), so this lets a pool that once peaked high shrink back on its next misses.
+  void reset_peak_stats();
 
   detail::pool::PoolCore& core() const noexcept { return *core_; }
 

@@ -63,10 +63,12 @@ class Stream {
   // overwrites). Device ranges must end at or before Capabilities::max_transfer.
   //
   // Host memory may be pinned (host_alloc), registered (host_register) or pageable:
-  //  - pageable source: copied into a pinned bounce buffer before this call returns, so the
-  //    caller may reuse it at once (as CUDA stages);
-  //  - pageable destination: the call waits for the copy to finish and then copies the bounce
-  //    buffer out (synchronous, like cudaMemcpyAsync into pageable memory).
+  //  - pageable source: copied, chunk by chunk, into the stream's pinned staging ring before
+  //    this call returns, so the caller may reuse it at once (as CUDA stages); a staged chunk
+  //    is reused only once the host has seen its job end;
+  //  - pageable destination: the call waits for each chunk's copy and copies it out
+  //    (synchronous, like cudaMemcpyAsync into pageable memory).
+  // A copy larger than the ring (256 KiB) waits for its oldest chunk instead of pinning more.
   // n == 0 does nothing. Errors: InvalidArgument for null/mismatched pointers, ranges
   // beyond a pinned buffer or the device buffer, memory of another device.
   void memcpy_async(void* dst, const void* src, std::size_t n, CopyKind kind);

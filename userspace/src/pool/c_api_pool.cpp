@@ -1,5 +1,6 @@
 // The pool's C API (hostrt_pool.h): thin wrappers over hostrt::Pool, sharing the runtime's
 // handles, status translation and per-thread last error (detail/c_api_support.hpp).
+#include <cstddef>
 #include <limits>
 #include <memory>
 #include <new>
@@ -50,8 +51,11 @@ hrtError_t hrtPoolCreate(hrtPool_t* pool, hrtStream_t stream, const hrtPoolProps
     expect(pool != nullptr, hrtErrorInvalidValue, "NULL pool out-pointer");
     hostrt::PoolOptions o;
     if (props != nullptr) {
+      constexpr std::size_t kFirstSize = offsetof(hrtPoolProps, sharedLargeSegments) + sizeof(int);
+      expect(props->size == 0 || props->size >= kFirstSize, hrtErrorInvalidValue,
+             "hrtPoolProps.size " + std::to_string(props->size) + " is neither 0 nor sizeof(hrtPoolProps)");
       if (props->maxBytes != 0) o.max_bytes = props->maxBytes;
-      if (props->releaseThreshold != 0) o.release_threshold = props->releaseThreshold;
+      if (props->size != 0 || props->releaseThreshold != 0) o.release_threshold = props->releaseThreshold;
       if (props->threadCacheBytes != 0) o.thread_cache_bytes = props->threadCacheBytes;
       if (props->disableThreadCache != 0) o.thread_cache_bytes = 0;
       o.sync_on_free = props->syncOnFree != 0;
@@ -143,6 +147,10 @@ hrtError_t hrtPoolGetStats(hrtPool_t pool, hrtPoolStats* stats) {
                           s.waits,
                           s.segments_released};
   });
+}
+
+hrtError_t hrtPoolResetPeakStats(hrtPool_t pool) {
+  return guarded(__func__, [&] { pool_of(pool).pool.reset_peak_stats(); });
 }
 
 }  // extern "C"

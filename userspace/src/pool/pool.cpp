@@ -119,6 +119,7 @@ std::size_t Pool::release_threshold() const noexcept { return core_->release_thr
 void Pool::synchronize() { core_->synchronize(); }
 void Pool::flush_thread_cache() { core_->flush_thread_cache(); }
 PoolStats Pool::stats() const { return core_->stats(); }
+void Pool::reset_peak_stats() { core_->reset_peak_stats(); }
 
 // ---- PoolBuffer ----------------------------------------------------------------------------
 

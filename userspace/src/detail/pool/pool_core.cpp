@@ -413,7 +413,7 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
   std::exception_ptr fault;
   if (options_.sync_on_free && !b->waits.empty()) {
     // Debug mode: the caller sees the device's verdict at the free itself. The block is freed
-    // either way (the work has ended), then the fault is rethrown.
+    // either way once the work has ended (failed or not), then the error is rethrown.
     {
       std::lock_guard lk(mu_);
       ++waits_;
@@ -425,8 +425,10 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
         if (!fault) fault = std::current_exception();
       }
     }
-    b->waits.clear();
-    b->keeps.clear();
+    // A wait that failed without the work ending (a lost device, not a device fault) is no
+    // completion: those points stay, and the block waits in the pending queues for them.
+    std::erase_if(b->waits, [](const StreamPoint& w) { return w.stream.reached(w.point); });
+    if (b->waits.empty()) b->keeps.clear();
   }
 
   ThreadCounters& c = tc.counters;
@@ -596,6 +598,13 @@ void PoolCore::synchronize() {
     release_above_threshold_locked(doomed);
     points = pending_.last_points();
   }
+}
+
+void PoolCore::reset_peak_stats() {
+  std::lock_guard lk(mu_);
+  peak_reserved_ = peak_allocated_ = peak_requested_ = 0;
+  const PoolStats now = stats_locked();  // samples the current values into the peaks
+  peak_reserved_ = now.reserved_bytes;
 }
 
 PoolStats PoolCore::stats() const {

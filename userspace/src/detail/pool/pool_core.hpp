@@ -52,6 +52,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void synchronize();
   void flush_thread_cache();
   PoolStats stats() const;
+  void reset_peak_stats();
   const PoolOptions& options() const noexcept { return options_; }
 
   // For a pool whose streams own it (a stream's staging): destruction returns the segments at
