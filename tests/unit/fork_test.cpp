@@ -50,16 +50,7 @@ int code_of(F&& f) {  // 0: threw UsedAfterFork; 1: did not throw; 2: threw some
   }
 }
 
-class ForkTest : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    SKIP_WITHOUT_DEVICE(GetParam());
-    device = std::make_unique<Device>(Device::open(0, GetParam()));
-    stream = device->create_stream();
-  }
-  std::unique_ptr<Device> device;
-  Stream stream;
-};
+class ForkTest : public DeviceStreamTest {};
 
 TEST_P(ForkTest, AChildUsingTheParentsDeviceOrPoolGetsUsedAfterFork) {
   Pool pool(*device);

@@ -17,16 +17,7 @@
 namespace hostrt::test {
 namespace {
 
-class PoolApiTest : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    SKIP_WITHOUT_DEVICE(GetParam());
-    device = std::make_unique<Device>(Device::open(0, GetParam()));
-    stream = device->create_stream();
-  }
-  std::unique_ptr<Device> device;
-  Stream stream;
-};
+class PoolApiTest : public DeviceStreamTest {};
 
 TEST_P(PoolApiTest, BlocksArePinnedAndCarryCopies) {
   Pool pool(*device);

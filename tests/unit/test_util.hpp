@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,5 +45,17 @@ inline long first_diff(const void* a, const void* b, std::size_t n) {
       GTEST_SKIP() << "no " << ::hostrt::to_string(backend)                                      \
                    << " device here (the Drm backend runs inside the VM with edu_accel loaded)"; \
   } while (0)
+
+// A device of the test's backend and one stream on it; skips where that backend has none.
+class DeviceStreamTest : public ::testing::TestWithParam<::hostrt::Backend> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_DEVICE(GetParam());
+    device = std::make_unique<::hostrt::Device>(::hostrt::Device::open(0, GetParam()));
+    stream = device->create_stream();
+  }
+  std::unique_ptr<::hostrt::Device> device;
+  ::hostrt::Stream stream;
+};
 
 }  // namespace hostrt::test

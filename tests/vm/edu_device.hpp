@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 #include <xf86drm.h>
 
@@ -132,6 +133,14 @@ inline drm_edu_accel_sync sync_point(uint32_t handle, uint64_t point = 0) {
   s.handle = handle;
   s.point = point;
   return s;
+}
+
+// CLOCK_MONOTONIC nanoseconds `seconds` from now: an absolute deadline for drmSyncobjWait.
+inline uint64_t abs_deadline_ns(double seconds) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) +
+         static_cast<uint64_t>(seconds * 1e9);
 }
 
 inline bool env_is(const char* name, const char* value) {

@@ -33,13 +33,6 @@ constexpr uint32_t kChunk = 4095;
 // Without icount every edu DMA takes 100 ms of real time: keep those runs short.
 bool slow_dma() { return env_is("VM_ICOUNT", "off"); }
 
-uint64_t abs_deadline_ns(double seconds) {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) +
-         static_cast<uint64_t>(seconds * 1e9);
-}
-
 uint64_t engine_field(const std::string& debugfs, const std::string& key) {
   auto text = hostrt::detail::read_text(debugfs + "/engine");
   auto v = text ? hostrt::detail::field(*text, key) : std::nullopt;

@@ -25,13 +25,6 @@ constexpr uint64_t kPage = 4096;
 constexpr uint32_t kChunk = 4095;
 constexpr const char* kDriver = "/sys/bus/pci/drivers/edu_accel";
 
-uint64_t deadline_ns(double seconds) {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) +
-         static_cast<uint64_t>(seconds * 1e9);
-}
-
 bool write_sysfs(const std::string& path, const std::string& value) {
   std::ofstream f(path);
   f << value;
@@ -56,7 +49,7 @@ testing::AssertionResult verified_copy(const std::string& render, uint32_t seed)
   auto out = sync_point(done);
   if (int e = submit(f.get(), q.queue, &o, 1, nullptr, 0, &out, 1))
     return testing::AssertionFailure() << "SUBMIT " << e;
-  if (drmSyncobjWait(f.get(), &done, 1, static_cast<int64_t>(deadline_ns(600)),
+  if (drmSyncobjWait(f.get(), &done, 1, static_cast<int64_t>(abs_deadline_ns(600)),
                      DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr))
     return testing::AssertionFailure() << "copy never finished";
   if (std::memcmp(src.data(), dst.data(), src.size()))
@@ -103,7 +96,7 @@ int stream_until_enodev(const std::string& render, int ready_fd) {
     const int err = submit(f.get(), q.queue, &o, 1, nullptr, 0, &out, 1, &seqno);
     if (err == ENODEV) return 0;
     if (err) return 13;
-    if (drmSyncobjWait(f.get(), &done, 1, static_cast<int64_t>(deadline_ns(600)),
+    if (drmSyncobjWait(f.get(), &done, 1, static_cast<int64_t>(abs_deadline_ns(600)),
                        DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr))
       return 14;
     int sf = -1;
