@@ -196,7 +196,7 @@ static void edu_sched_free_job(struct drm_sched_job *sched_job)
 	edu_queue_put(q);
 }
 
-/* Applies @fn to the DMA segments of @bo that hold [off, off + len). */
+/* Moves ownership of [off, off + len) of @bo (its DMA segments) to the CPU or the device. */
 static void edu_bo_sync_range(struct device *dev, struct edu_bo *bo, u64 off, u64 len,
 			      bool for_cpu)
 {
