@@ -83,9 +83,17 @@ struct State {
 void* const kBusy = reinterpret_cast<void*>(1);
 
 thread_local sigjmp_buf* volatile t_jmp = nullptr;
+uint8_t* g_arena = nullptr;
+size_t g_arena_size = 0;
+thread_local void* volatile t_fault_addr = nullptr;
+thread_local volatile int t_fault_code = 0;
 
 void on_sigbus(int sig, siginfo_t* si, void*) {
-  if (t_jmp) siglongjmp(*t_jmp, sig);
+  if (t_jmp) {
+    t_fault_addr = si->si_addr;
+    t_fault_code = si->si_code;
+    siglongjmp(*t_jmp, sig);
+  }
   char b[160];
   int n = snprintf(b, sizeof b, "  fuzz: unguarded signal %d at address %p (code %d, pid %d)\n", sig,
                    si->si_addr, si->si_code, getpid());
@@ -95,16 +103,37 @@ void on_sigbus(int sig, siginfo_t* si, void*) {
   raise(sig);
 }
 
-// Reads (and writes, if writable) the first byte of a mapping; SIGBUS/SIGSEGV counted.
+// Reads (and writes, if writable) the first byte of a mapping; SIGBUS/SIGSEGV counted, and
+// the first few logged with what /proc/self/maps says is at the address now.
 void touch(void* p, bool writable, bool after_dontneed = false) {
   sigjmp_buf jb;
-  if (sigsetjmp(jb, 1) == 0) {
+  const int sig = sigsetjmp(jb, 1);
+  if (sig == 0) {
     t_jmp = &jb;
     volatile uint8_t* b = static_cast<volatile uint8_t*>(p);
     uint8_t x = b[0];
     if (writable) b[0] = x;
   } else {
-    (after_dontneed ? shared()->sigbus : shared()->sigbus_other)++;
+    const uint64_t n = (after_dontneed ? shared()->sigbus : shared()->sigbus_other)++;
+    if (n < 3) {
+      const auto at = reinterpret_cast<uintptr_t>(t_fault_addr);
+      std::string now = "unmapped";
+      if (FILE* f = fopen("/proc/self/maps", "r")) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+          unsigned long lo = 0, hi = 0;
+          if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && at >= lo && at < hi) {
+            now = line;
+            if (!now.empty() && now.back() == '\n') now.pop_back();
+            break;
+          }
+        }
+        fclose(f);
+      }
+      logf("  fuzz: signal %d (code %d) at %p touching %s mapping %p; there now: %s; arena %p+%#zx", sig,
+           t_fault_code, t_fault_addr, after_dontneed ? "a DONTNEED'd" : "a fresh", p, now.c_str(),
+           static_cast<void*>(g_arena), g_arena_size);
+    }
   }
   t_jmp = nullptr;
 }
@@ -453,12 +482,16 @@ class Worker {
     munmap(p, n & ~size_t{1});
   }
 
-  // Unmaps part of the userptr arena (pinned pages must survive it) and maps it back.
+  // Replaces part of the userptr arena with fresh pages (pinned pages must survive it, the
+  // driver's interval notifier marks the BOs over it invalid). One MAP_FIXED mmap, never
+  // munmap + mmap: the hole in between let other threads' BO mmaps land inside the arena, and
+  // the fuzzer then unmapped or replaced them under their owners (SEGV_MAPERR on the owner's
+  // next touch, seen in the 2026-12-03 long run and misread as a driver bug).
   void arena_remap() {
     const size_t len = kPage * r_.range(1, 64);
     uint8_t* at = s_.arena + kPage * r_.below((s_.arena_size - len) / kPage);
-    munmap(at, len);
-    mmap(at, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (mmap(at, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+      logf("  fuzz: arena remap at %p: %s", static_cast<void*>(at), strerror(errno));
   }
 
   void reopen(int w) {
@@ -506,6 +539,8 @@ int fuzz_part(const Params& P, Part& part) {
       s->arena = static_cast<uint8_t*>(
           mmap(nullptr, s->arena_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
       memset(s->arena, 0x5a, s->arena_size);
+      g_arena = s->arena;
+      g_arena_size = s->arena_size;
       std::vector<std::thread> ts;
       for (int t = 0; t < threads; ++t)
         ts.emplace_back(
@@ -529,7 +564,7 @@ int fuzz_part(const Params& P, Part& part) {
   const uint64_t sigbus = shared()->sigbus.load() - sigbus0;
   if (sigbus)
     part.check_known(false, "mmap_sigbus_after_dontneed",
-                     "%llu SIGBUS on touching a mapped BO after MADV_DONTNEED (no .fault handler)",
+                     "%llu SIGBUS/SIGSEGV on touching a mapped BO after MADV_DONTNEED (no .fault handler?)",
                      static_cast<unsigned long long>(sigbus));
   if (const uint64_t other = shared()->sigbus_other.load() - other0)
     part.check_known(false, "mmap_signal_in_fuzz", "%llu SIGBUS/SIGSEGV on touching a freshly mapped BO",
