@@ -235,6 +235,10 @@ static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = drmm_mutex_init(&edev->drm, &edev->obj_lock);
 	if (ret)
 		return ret;
+	ret = drmm_mutex_init(&edev->drm, &edev->write_maps_lock);
+	if (ret)
+		return ret;
+	xa_init(&edev->write_maps);
 	pci_set_drvdata(pdev, edev);
 
 	ret = pcim_enable_device(pdev);

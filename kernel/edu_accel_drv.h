@@ -8,6 +8,7 @@
 #include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/xarray.h>
 
 #include "edu_accel_job.h"
 
@@ -32,6 +33,9 @@
  * @clients: accounting of every client with an open file or a live BO
  * @pinned_bytes: bytes pinned by all BOs of this device
  * @next_client_id: numbering of clients in debugfs
+ * @write_maps_lock: serialises changes of @write_maps
+ * @write_maps: device-writable DMA mappings starting on each page, by pfn
+ *	(edu_accel_overlap.c)
  * @engine: the DMA engine's state machine
  * @sched: the scheduler feeding it; each queue is an entity on it
  */
@@ -51,6 +55,8 @@ struct edu_accel_device {
 	struct list_head clients;
 	atomic64_t pinned_bytes;
 	atomic64_t next_client_id;
+	struct mutex write_maps_lock;
+	struct xarray write_maps;
 	struct edu_engine engine;
 	struct drm_gpu_scheduler sched;
 };

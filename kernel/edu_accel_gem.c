@@ -92,9 +92,12 @@ static int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
 		if (ret)
 			goto free_table;
 	}
-	ret = dma_map_sgtable(dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
+	ret = edu_bo_claim_write_mappings(edev, bo);
 	if (ret)
 		goto free_table;
+	ret = dma_map_sgtable(dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
+	if (ret)
+		goto release;
 	ret = edu_bo_check_mapped(edev, bo);
 	if (ret)
 		goto unmap;
@@ -103,6 +106,8 @@ static int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
 
 unmap:
 	dma_unmap_sgtable(dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
+release:
+	edu_bo_release_write_mappings(edev, bo);
 free_table:
 	sg_free_table(&bo->sgt);
 	return ret;
@@ -111,8 +116,10 @@ free_table:
 /* Called with the device's obj_lock held once the BO is published (see edu_bo_unmap_all()). */
 static void edu_bo_dma_unmap_locked(struct edu_accel_device *edev, struct edu_bo *bo)
 {
-	if (bo->mapped)
+	if (bo->mapped) {
 		dma_unmap_sgtable(&edev->pdev->dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
+		edu_bo_release_write_mappings(edev, bo);
+	}
 	bo->mapped = false;
 }
 

@@ -79,6 +79,12 @@ struct edu_bo *edu_bo_lookup(struct drm_file *file, u32 handle);
 
 void edu_bo_unmap_all(struct edu_accel_device *edev);
 
+/* Device-writable mappings one page may start at once (DMA-API debugging counts 1 + 7). */
+#define EDU_MAX_WRITE_MAPPINGS	8
+
+int edu_bo_claim_write_mappings(struct edu_accel_device *edev, struct edu_bo *bo);
+void edu_bo_release_write_mappings(struct edu_accel_device *edev, struct edu_bo *bo);
+
 int edu_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *file);
 int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *file);
 int edu_ioctl_bo_info(struct drm_device *drm, void *data, struct drm_file *file);

@@ -432,6 +432,37 @@ TEST_F(BoTest, UserptrIsInvalidatedWhenItsRangeIsRemapped) {
       kPage);
 }
 
+// The same memory registered for device writes by many files: each registration is its own
+// DMA mapping, and the DMA API supports only so many overlapping device-writable mappings
+// (DMA-API debugging WARNs at the 9th). The driver refuses the 9th with ETOOMANYREFS on every
+// kernel; read-only registrations are not counted, and a closed one makes room again.
+TEST_F(BoTest, WritableRegistrationsOfOnePageAreBounded) {
+  constexpr int kMax = 8;
+  Mapping m(3 * kPage, PROT_READ | PROT_WRITE);
+  ASSERT_TRUE(m.ok());
+  memset(m.data(), 1, m.size());
+  std::vector<std::unique_ptr<Fd>> files;
+  for (int i = 0; i <= kMax + 1; ++i) {
+    files.push_back(std::make_unique<Fd>(node_));
+    ASSERT_GE(files.back()->get(), 0);
+  }
+  std::vector<uint32_t> h(files.size());
+  for (int round = 0; round < 2; ++round) {  // the second round: every count was released
+    for (int i = 0; i < kMax; ++i)
+      ASSERT_EQ(bo_userptr(files[i]->get(), m.data() + 100, 2 * kPage, 0, &h[i]), 0) << "file " << i;
+    EXPECT_EQ(bo_userptr(files[kMax]->get(), m.data() + 100, 2 * kPage, 0, &h[kMax]), ETOOMANYREFS);
+    EXPECT_EQ(bo_userptr(files[kMax]->get(), m.data(), kPage, 0, &h[kMax]), ETOOMANYREFS)
+        << "a registration starting on a shared page";
+    ASSERT_EQ(bo_userptr(files[kMax]->get(), m.data(), 3 * kPage, EDU_ACCEL_BO_USERPTR_READONLY, &h[kMax]),
+              0);
+    ASSERT_EQ(gem_close(files[0]->get(), h[0]), 0);
+    // No job holds it: GEM_CLOSE frees the BO and its mapping at once.
+    ASSERT_EQ(bo_userptr(files[kMax + 1]->get(), m.data() + 100, 2 * kPage, 0, &h[0]), 0);
+    for (int i = 0; i <= kMax; ++i) gem_close(files[i]->get(), h[i]);
+    gem_close(files[kMax + 1]->get(), h[0]);
+  }
+}
+
 TEST_F(BoTest, ZeroMemlockLimitMeansNoPinningAtAll) {
   const int a = fd();
   const int rc = as_unprivileged(0, [a] {

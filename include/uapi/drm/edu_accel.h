@@ -142,6 +142,9 @@ struct drm_edu_accel_bo_create {
  * -EOPNOTSUPP: a writable registration of a file mapping other than tmpfs/shmem or hugetlbfs
  *	(a long-term pin of page cache the filesystem writes back); READONLY is accepted.
  * -EBUSY: the range kept changing while it was being pinned.
+ * -ETOOMANYREFS: a writable registration whose pages are already registered writable
+ *	8 times on this device (by any files): the DMA API supports only so many overlapping
+ *	mappings the device writes. READONLY registrations are not counted.
  *
  * The pages stay pinned until the BO is freed, whatever happens to the range. When the range
  * is unmapped, remapped or its pages dropped (munmap, mremap, MADV_DONTNEED), the BO is
