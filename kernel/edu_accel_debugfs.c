@@ -76,7 +76,9 @@ static int queues_show(struct seq_file *m, void *unused)
 	struct edu_accel_device *edev = m->private;
 	struct drm_file *file;
 
-	seq_puts(m, "client queue  submitted  completed     failed error\n");
+	static const char * const prio[] = { "normal", "low", "high" };
+
+	seq_puts(m, "client queue  submitted  completed     failed error priority\n");
 	mutex_lock(&edev->drm.filelist_mutex);
 	list_for_each_entry(file, &edev->drm.filelist, lhead) {
 		struct edu_file *ef = file->driver_priv;
@@ -85,9 +87,10 @@ static int queues_show(struct seq_file *m, void *unused)
 
 		mutex_lock(&ef->lock);
 		xa_for_each(&ef->queues, id, q)
-			seq_printf(m, "%6llu %5u %10llu %10llu %10llu %5d\n", ef->client->id, q->id,
-				   q->next_seqno, READ_ONCE(q->slot->completed),
-				   READ_ONCE(q->slot->failed), READ_ONCE(q->slot->error));
+			seq_printf(m, "%6llu %5u %10llu %10llu %10llu %5d %s\n", ef->client->id,
+				   q->id, q->next_seqno, READ_ONCE(q->slot->completed),
+				   READ_ONCE(q->slot->failed), READ_ONCE(q->slot->error),
+				   prio[q->priority]);
 		mutex_unlock(&ef->lock);
 	}
 	mutex_unlock(&edev->drm.filelist_mutex);
@@ -116,8 +119,8 @@ static void edu_bo_show(struct seq_file *m, struct edu_bo *bo)
 	int i;
 
 	seq_printf(m, "bo client=%llu %s%s size=%llu offset=%u pages=%lu sg_nents=%u dma_nents=%u\n",
-		   bo->client->id, (bo->flags & EDU_ACCEL_BO_INFO_USERPTR) ? "userptr" : "create",
-		   (bo->flags & EDU_ACCEL_BO_INFO_READONLY) ? ",readonly" : "", bo->size,
+		   bo->client->id, (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) ? "userptr" : "create",
+		   (bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY) ? ",readonly" : "", bo->size,
 		   bo->offset, bo->npages, bo->sgt.orig_nents, bo->sgt.nents);
 	for_each_sgtable_sg(&bo->sgt, sg, i)
 		seq_printf(m, "  sg %d phys=%pa len=%u\n", i, &(phys_addr_t){ sg_phys(sg) },

@@ -44,37 +44,43 @@ static int edu_ioctl_get_param(struct drm_device *drm, void *data, struct drm_fi
 	if (args->pad)
 		return -EINVAL;
 	switch (args->param) {
-	case EDU_ACCEL_PARAM_DRIVER_VERSION:
-		args->value = (EDU_ACCEL_UAPI_MAJOR << 16) | EDU_ACCEL_UAPI_MINOR;
+	case DRM_EDU_ACCEL_PARAM_DRIVER_VERSION:
+		args->value = (DRM_EDU_ACCEL_VERSION_MAJOR << 16) | DRM_EDU_ACCEL_VERSION_MINOR;
 		break;
-	case EDU_ACCEL_PARAM_DMA_MASK_BITS:
+	case DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS:
 		args->value = edev->dma_bits;
 		break;
-	case EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE:
+	case DRM_EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE:
 		args->value = EDU_DEV_BUF_SIZE;
 		break;
-	case EDU_ACCEL_PARAM_MAX_TRANSFER:
+	case DRM_EDU_ACCEL_PARAM_MAX_TRANSFER:
 		args->value = EDU_MAX_XFER;
 		break;
-	case EDU_ACCEL_PARAM_IOMMU:
+	case DRM_EDU_ACCEL_PARAM_IOMMU:
 		args->value = edev->iommu;
 		break;
-	case EDU_ACCEL_PARAM_MAX_BO_SIZE:
+	case DRM_EDU_ACCEL_PARAM_MAX_BO_SIZE:
 		args->value = EDU_MAX_BO_SIZE;
 		break;
-	case EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE:
+	case DRM_EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE:
 		args->value = dma_get_max_seg_size(&edev->pdev->dev);
 		break;
-	case EDU_ACCEL_PARAM_MAX_QUEUES:
+	case DRM_EDU_ACCEL_PARAM_MAX_QUEUES:
 		args->value = EDU_MAX_QUEUES;
 		break;
-	case EDU_ACCEL_PARAM_MAX_OPS:
+	case DRM_EDU_ACCEL_PARAM_MAX_OPS:
 		args->value = EDU_MAX_OPS;
 		break;
-	case EDU_ACCEL_PARAM_PINNED_BYTES:
+	case DRM_EDU_ACCEL_PARAM_MAX_SYNCS:
+		args->value = EDU_MAX_SYNCS;
+		break;
+	case DRM_EDU_ACCEL_PARAM_MAX_JOB_BYTES:
+		args->value = edu_max_job_bytes();
+		break;
+	case DRM_EDU_ACCEL_PARAM_PINNED_BYTES:
 		args->value = atomic64_read(&client->pinned_bytes);
 		break;
-	case EDU_ACCEL_PARAM_COMPLETION_HANDLE: {
+	case DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE: {
 		struct edu_bo *page = edu_file_status_page(file, &handle);
 
 		if (IS_ERR(page))
@@ -183,9 +189,9 @@ static const struct drm_driver edu_accel_driver = {
 	.debugfs_init = edu_accel_debugfs_init,
 	.name = EDU_ACCEL_NAME,
 	.desc = "QEMU edu device as a DMA accelerator",
-	.date = "20261202",
-	.major = 0,
-	.minor = 1,
+	.date = "20261203",
+	.major = DRM_EDU_ACCEL_VERSION_MAJOR,
+	.minor = DRM_EDU_ACCEL_VERSION_MINOR,
 };
 
 /* dma-direct (no IOMMU, or an identity domain) hands the device physical addresses. */

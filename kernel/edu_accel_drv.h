@@ -13,8 +13,6 @@
 #include "edu_accel_job.h"
 
 #define EDU_ACCEL_NAME		"edu_accel"
-#define EDU_ACCEL_UAPI_MAJOR	1
-#define EDU_ACCEL_UAPI_MINOR	1
 
 /**
  * struct edu_accel_device - one bound edu PCI function

@@ -88,11 +88,11 @@ static bool edu_job_next_xfer(struct edu_job *job, struct edu_xfer *x)
 		u64 left = op->size - job->done;
 
 		switch (op->type) {
-		case EDU_ACCEL_OP_H2D:
-		case EDU_ACCEL_OP_D2H:
+		case DRM_EDU_ACCEL_OP_H2D:
+		case DRM_EDU_ACCEL_OP_D2H:
 			if (!left)
 				break;
-			x->to_ram = op->type == EDU_ACCEL_OP_D2H;
+			x->to_ram = op->type == DRM_EDU_ACCEL_OP_D2H;
 			if (x->to_ram) {
 				x->len = edu_sg_span(&job->dst_cur, op->dst, op->dst_off + job->done,
 						     left, &x->ram);
@@ -104,7 +104,7 @@ static bool edu_job_next_xfer(struct edu_job *job, struct edu_xfer *x)
 			}
 			job->done += x->len;
 			return true;
-		case EDU_ACCEL_OP_H2H:
+		case DRM_EDU_ACCEL_OP_H2H:
 			/* Staged through the device buffer: load a chunk, then store it. */
 			if (!job->chunk) {
 				if (!left)

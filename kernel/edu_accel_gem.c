@@ -166,9 +166,9 @@ static void edu_bo_release_pages(struct edu_bo *bo)
 
 	if (!bo->pages)
 		return;
-	if (bo->flags & EDU_ACCEL_BO_INFO_USERPTR) {
+	if (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) {
 		unpin_user_pages_dirty_lock(bo->pages, bo->npages,
-					    !(bo->flags & EDU_ACCEL_BO_INFO_READONLY));
+					    !(bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY));
 	} else {
 		for (i = 0; i < bo->npages && bo->pages[i]; i++)
 			__free_page(bo->pages[i]);
@@ -230,7 +230,7 @@ static int edu_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
 {
 	struct edu_bo *bo = to_edu_bo(obj);
 
-	if (bo->flags & EDU_ACCEL_BO_INFO_USERPTR)
+	if (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR)
 		return -EINVAL;
 	/* A private mapping would copy on write and stop sharing pages with the device. */
 	if (!(vma->vm_flags & VM_SHARED))
@@ -462,9 +462,9 @@ static bool edu_userptr_invalidate(struct mmu_interval_notifier *mni,
 	}
 	spin_lock(&bo->notifier_lock);
 	mmu_interval_set_seq(mni, cur_seq);
-	first = bo->armed && !(bo->flags & EDU_ACCEL_BO_INFO_INVALIDATED);
+	first = bo->armed && !(bo->flags & DRM_EDU_ACCEL_BO_INFO_INVALIDATED);
 	if (first)
-		WRITE_ONCE(bo->flags, bo->flags | EDU_ACCEL_BO_INFO_INVALIDATED);
+		WRITE_ONCE(bo->flags, bo->flags | DRM_EDU_ACCEL_BO_INFO_INVALIDATED);
 	spin_unlock(&bo->notifier_lock);
 	if (first) {
 		st = bo->status->vaddr + DRM_EDU_ACCEL_FILE_STATUS_OFFSET;
@@ -482,7 +482,7 @@ static const struct mmu_interval_notifier_ops edu_userptr_notifier_ops = {
 static int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
 {
 	unsigned int gup = FOLL_LONGTERM;
-	bool write = !(bo->flags & EDU_ACCEL_BO_INFO_READONLY);
+	bool write = !(bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY);
 	unsigned long pinned = 0;
 	int ret;
 
@@ -553,7 +553,7 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 	u32 handle;
 	int ret;
 
-	if (args->flags & ~EDU_ACCEL_BO_USERPTR_FLAGS)
+	if (args->flags & ~DRM_EDU_ACCEL_BO_USERPTR_FLAGS)
 		return -EINVAL;
 	if (!args->size || args->size > EDU_MAX_BO_SIZE)
 		return -EINVAL;
@@ -575,10 +575,10 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 		return -ENOMEM;
 	}
 	bo->status = status;	/* read by the notifier: set before it is armed */
-	bo->flags = EDU_ACCEL_BO_INFO_USERPTR;
-	if (args->flags & EDU_ACCEL_BO_USERPTR_READONLY)
-		bo->flags |= EDU_ACCEL_BO_INFO_READONLY;
-	bo->dir = (bo->flags & EDU_ACCEL_BO_INFO_READONLY) ? DMA_TO_DEVICE : DMA_BIDIRECTIONAL;
+	bo->flags = DRM_EDU_ACCEL_BO_INFO_USERPTR;
+	if (args->flags & DRM_EDU_ACCEL_BO_USERPTR_READONLY)
+		bo->flags |= DRM_EDU_ACCEL_BO_INFO_READONLY;
+	bo->dir = (bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY) ? DMA_TO_DEVICE : DMA_BIDIRECTIONAL;
 	bo->npages = (end - start) >> PAGE_SHIFT;
 	bo->size = args->size;
 	bo->offset = offset_in_page(args->user_ptr);
@@ -636,7 +636,7 @@ int edu_ioctl_bo_info(struct drm_device *drm, void *data, struct drm_file *file)
 		return -ENOENT;
 	args->flags = bo->flags;
 	args->size = bo->size;
-	args->mmap_offset = (bo->flags & EDU_ACCEL_BO_INFO_USERPTR) ? 0 :
+	args->mmap_offset = (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) ? 0 :
 			    drm_vma_node_offset_addr(&bo->base.vma_node);
 	args->user_ptr = bo->user_ptr;
 	args->sg_nents = bo->sgt.orig_nents;

@@ -21,7 +21,7 @@ struct drm_file;
  * @sgt: scatter-gather table over @pages, DMA-mapped while @mapped
  * @mapped: @sgt is mapped for the device
  * @dir: direction the mapping was made for
- * @flags: EDU_ACCEL_BO_INFO_* as reported to userspace
+ * @flags: DRM_EDU_ACCEL_BO_INFO_* as reported to userspace
  * @size: usable bytes
  * @offset: offset of byte 0 in the first page (userptr ranges need not be page aligned)
  * @user_ptr: registered start address (userptr)
@@ -62,7 +62,7 @@ struct edu_bo {
 /* A userptr BO whose range changed under it: the pages it pins are no longer the range's. */
 static inline bool edu_bo_invalidated(struct edu_bo *bo)
 {
-	return READ_ONCE(bo->flags) & EDU_ACCEL_BO_INFO_INVALIDATED;
+	return READ_ONCE(bo->flags) & DRM_EDU_ACCEL_BO_INFO_INVALIDATED;
 }
 
 static inline struct edu_bo *to_edu_bo(struct drm_gem_object *obj)

@@ -13,6 +13,7 @@
 #include <drm/drm_managed.h>
 #include <drm/drm_print.h>
 #include <drm/drm_syncobj.h>
+#include <linux/capability.h>
 #include <linux/delay.h>
 #include <linux/dma-fence-chain.h>
 #include <linux/dma-mapping.h>
@@ -452,26 +453,52 @@ struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle)
 	return bo;
 }
 
+/* The scheduler run queue of a uapi priority, or -EINVAL / -EACCES. */
+static int edu_queue_priority(u32 priority, enum drm_sched_priority *prio)
+{
+	switch (priority) {
+	case DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW:
+		*prio = DRM_SCHED_PRIORITY_MIN;
+		return 0;
+	case DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL:
+		*prio = DRM_SCHED_PRIORITY_NORMAL;
+		return 0;
+	case DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH:
+		/* Ahead of every other file's work: as raising a CPU priority, CAP_SYS_NICE. */
+		if (!capable(CAP_SYS_NICE))
+			return -EACCES;
+		*prio = DRM_SCHED_PRIORITY_HIGH;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
 int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *file)
 {
 	struct drm_edu_accel_queue_create *args = data;
 	struct edu_accel_device *edev = to_edu(drm);
 	struct edu_file *ef = file->driver_priv;
 	struct drm_gpu_scheduler *sched = &edev->sched;
+	enum drm_sched_priority prio;
 	struct edu_queue *q;
 	u32 id;
 	int ret;
 
-	if (args->flags)
+	if (args->flags || args->pad || args->reserved[0] || args->reserved[1])
 		return -EINVAL;
+	ret = edu_queue_priority(args->priority, &prio);
+	if (ret)
+		return ret;
 	q = kzalloc(sizeof(*q), GFP_KERNEL_ACCOUNT);
 	if (!q)
 		return -ENOMEM;
 	kref_init(&q->ref);
 	q->edev = edev;
 	q->file = ef;
+	q->priority = args->priority;
 	mutex_init(&q->submit_lock);
-	ret = drm_sched_entity_init(&q->entity, DRM_SCHED_PRIORITY_NORMAL, &sched, 1, NULL);
+	ret = drm_sched_entity_init(&q->entity, prio, &sched, 1, NULL);
 	if (ret)
 		goto free;
 
@@ -555,7 +582,7 @@ static int edu_op_bo(struct drm_file *file, u32 handle, u64 off, u64 size, bool 
 	*bo_out = bo;	/* the job's reference, dropped with the job */
 	if (!edu_range_ok(off, size, bo->size))
 		return -EINVAL;
-	if (write && (bo->flags & EDU_ACCEL_BO_INFO_READONLY))
+	if (write && (bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY))
 		return -EACCES;
 	if (bo->readonly_map)
 		return -EACCES;	/* the completion page is the driver's alone */
@@ -575,19 +602,19 @@ static int edu_op_prepare(struct drm_file *file, const struct drm_edu_accel_copy
 	op->type = u->type;
 	op->size = u->size;
 	switch (u->type) {
-	case EDU_ACCEL_OP_H2D:
+	case DRM_EDU_ACCEL_OP_H2D:
 		if (u->dst_handle || !edu_range_ok(u->dst_offset, u->size, EDU_MAX_XFER))
 			return -EINVAL;
 		op->dst_off = u->dst_offset;
 		return edu_op_bo(file, u->src_handle, u->src_offset, u->size, false, &op->src,
 				 &op->src_off);
-	case EDU_ACCEL_OP_D2H:
+	case DRM_EDU_ACCEL_OP_D2H:
 		if (u->src_handle || !edu_range_ok(u->src_offset, u->size, EDU_MAX_XFER))
 			return -EINVAL;
 		op->src_off = u->src_offset;
 		return edu_op_bo(file, u->dst_handle, u->dst_offset, u->size, true, &op->dst,
 				 &op->dst_off);
-	case EDU_ACCEL_OP_H2H:
+	case DRM_EDU_ACCEL_OP_H2H:
 		ret = edu_op_bo(file, u->src_handle, u->src_offset, u->size, false, &op->src,
 				&op->src_off);
 		if (ret)
@@ -599,9 +626,40 @@ static int edu_op_prepare(struct drm_file *file, const struct drm_edu_accel_copy
 	}
 }
 
+/* Elements of a user array are at most a page apart; smaller ones than 2.0's are refused. */
+static int edu_array_check(const struct drm_edu_accel_obj_array *a, u32 min_stride,
+			   u32 max_count)
+{
+	if (a->count > max_count)
+		return -EINVAL;
+	if (a->count && (a->stride < min_stride || a->stride > PAGE_SIZE))
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Element @i of a user array of the caller's stride: a larger element's unknown tail must be
+ * zero (-E2BIG), a smaller one's missing fields read as zero.
+ */
+static int edu_array_get(const struct drm_edu_accel_obj_array *a, u32 i, void *dst, size_t size)
+{
+	const void __user *src = u64_to_user_ptr(a->array + (u64)i * a->stride);
+
+	return copy_struct_from_user(dst, size, src, a->stride);
+}
+
+/**
+ * edu_max_job_bytes - device traffic one job may carry (module parameter max_job_mib)
+ *
+ * Return: bytes, H2H counted twice.
+ */
+u64 edu_max_job_bytes(void)
+{
+	return (u64)max_job_mib << 20;
+}
+
 static struct edu_job *edu_job_build(struct drm_file *file, const struct drm_edu_accel_submit *args)
 {
-	const struct drm_edu_accel_copy_op __user *uops = u64_to_user_ptr(args->ops);
 	struct drm_edu_accel_copy_op u;
 	struct edu_job *job;
 	u32 i;
@@ -609,7 +667,7 @@ static struct edu_job *edu_job_build(struct drm_file *file, const struct drm_edu
 
 	u64 traffic = 0;
 
-	job = kzalloc(struct_size(job, ops, args->op_count), GFP_KERNEL_ACCOUNT);
+	job = kzalloc(struct_size(job, ops, args->ops.count), GFP_KERNEL_ACCOUNT);
 	if (!job)
 		return ERR_PTR(-ENOMEM);
 	job->hw_fence_mem = kzalloc(sizeof(*job->hw_fence_mem), GFP_KERNEL_ACCOUNT);
@@ -617,19 +675,18 @@ static struct edu_job *edu_job_build(struct drm_file *file, const struct drm_edu
 		ret = -ENOMEM;
 		goto put;
 	}
-	for (i = 0; i < args->op_count; i++) {
-		if (copy_from_user(&u, &uops[i], sizeof(u))) {
-			ret = -EFAULT;
+	for (i = 0; i < args->ops.count; i++) {
+		ret = edu_array_get(&args->ops, i, &u, sizeof(u));
+		if (ret)
 			goto put;
-		}
 		job->nops = i + 1;	/* so that put_bos sees this op's BOs, even half set */
 		ret = edu_op_prepare(file, &u, &job->ops[i]);
 		if (ret)
 			goto put;
 		/* Each op is at most EDU_MAX_BO_SIZE: no overflow over EDU_MAX_OPS of them. */
-		traffic += u.type == EDU_ACCEL_OP_H2H ? 2 * u.size : u.size;
+		traffic += u.type == DRM_EDU_ACCEL_OP_H2H ? 2 * u.size : u.size;
 	}
-	if (traffic > (u64)max_job_mib << 20) {
+	if (traffic > edu_max_job_bytes()) {
 		ret = -E2BIG;
 		goto put;
 	}
@@ -643,15 +700,15 @@ put:
 static int edu_job_add_in_syncs(struct drm_file *file, struct edu_job *job,
 				const struct drm_edu_accel_submit *args)
 {
-	const struct drm_edu_accel_sync __user *us = u64_to_user_ptr(args->in_syncs);
 	struct drm_edu_accel_sync s;
 	struct dma_fence *fence;
 	u32 i;
 	int ret;
 
-	for (i = 0; i < args->in_sync_count; i++) {
-		if (copy_from_user(&s, &us[i], sizeof(s)))
-			return -EFAULT;
+	for (i = 0; i < args->in_syncs.count; i++) {
+		ret = edu_array_get(&args->in_syncs, i, &s, sizeof(s));
+		if (ret)
+			return ret;
 		if (s.pad)
 			return -EINVAL;
 		ret = drm_syncobj_find_fence(file, s.handle, s.point, 0, &fence);
@@ -695,20 +752,18 @@ static void edu_out_syncs_free(struct edu_out_sync *outs, u32 n)
 static struct edu_out_sync *edu_out_syncs_get(struct drm_file *file,
 					      const struct drm_edu_accel_submit *args)
 {
-	const struct drm_edu_accel_sync __user *us = u64_to_user_ptr(args->out_syncs);
 	struct edu_out_sync *outs;
 	struct drm_edu_accel_sync s;
 	int ret = 0;
 	u32 i;
 
-	outs = kvcalloc(args->out_sync_count, sizeof(*outs), GFP_KERNEL);
+	outs = kvcalloc(args->out_syncs.count, sizeof(*outs), GFP_KERNEL);
 	if (!outs)
 		return ERR_PTR(-ENOMEM);
-	for (i = 0; i < args->out_sync_count; i++) {
-		if (copy_from_user(&s, &us[i], sizeof(s))) {
-			ret = -EFAULT;
+	for (i = 0; i < args->out_syncs.count; i++) {
+		ret = edu_array_get(&args->out_syncs, i, &s, sizeof(s));
+		if (ret)
 			break;
-		}
 		if (s.pad) {
 			ret = -EINVAL;
 			break;
@@ -728,7 +783,7 @@ static struct edu_out_sync *edu_out_syncs_get(struct drm_file *file,
 		}
 	}
 	if (ret) {
-		edu_out_syncs_free(outs, args->out_sync_count);
+		edu_out_syncs_free(outs, args->out_syncs.count);
 		return ERR_PTR(ret);
 	}
 	return outs;
@@ -759,11 +814,17 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 	u64 seqno;
 	int ret;
 
-	if (args->flags || args->pad)
+	BUILD_BUG_ON(sizeof(struct drm_edu_accel_copy_op) < EDU_COPY_OP_MIN_STRIDE ||
+		     sizeof(struct drm_edu_accel_sync) < EDU_SYNC_MIN_STRIDE);
+	if (args->flags || !args->ops.count)
 		return -EINVAL;
-	if (!args->op_count || args->op_count > EDU_MAX_OPS ||
-	    args->in_sync_count > EDU_MAX_SYNCS || args->out_sync_count > EDU_MAX_SYNCS)
-		return -EINVAL;
+	ret = edu_array_check(&args->ops, EDU_COPY_OP_MIN_STRIDE, EDU_MAX_OPS);
+	if (!ret)
+		ret = edu_array_check(&args->in_syncs, EDU_SYNC_MIN_STRIDE, EDU_MAX_SYNCS);
+	if (!ret)
+		ret = edu_array_check(&args->out_syncs, EDU_SYNC_MIN_STRIDE, EDU_MAX_SYNCS);
+	if (ret)
+		return ret;
 
 	xa_lock(&ef->queues);
 	q = xa_load(&ef->queues, args->queue);
@@ -815,13 +876,13 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 	args->seqno = seqno;
 	mutex_unlock(&q->submit_lock);
 
-	edu_out_syncs_signal(outs, args->out_sync_count, done);
-	edu_out_syncs_free(outs, args->out_sync_count);
+	edu_out_syncs_signal(outs, args->out_syncs.count, done);
+	edu_out_syncs_free(outs, args->out_syncs.count);
 	dma_fence_put(done);
 	return 0;
 
 free_outs:
-	edu_out_syncs_free(outs, args->out_sync_count);
+	edu_out_syncs_free(outs, args->out_syncs.count);
 cleanup_job:
 	drm_sched_job_cleanup(&job->base);
 free_job:

@@ -17,6 +17,9 @@ struct edu_client;
 #define EDU_MAX_QUEUES		63	/* 64-byte slots in the completion page, then the file's status */
 #define EDU_MAX_OPS		64
 #define EDU_MAX_SYNCS		16
+/* Element sizes of interface 2.0: the smallest strides SUBMIT accepts. */
+#define EDU_COPY_OP_MIN_STRIDE	40
+#define EDU_SYNC_MIN_STRIDE	16
 
 /**
  * struct edu_file - per open file state; outlives the file while its queues live
@@ -52,6 +55,7 @@ struct edu_file {
  * @completion: page holding @slot; referenced so jobs may outlive the file
  * @slot: this queue's completion slot, written by the engine
  * @id: queue id within its file
+ * @priority: DRM_EDU_ACCEL_QUEUE_PRIORITY_* it was created with
  * @submit_lock: keeps sequence numbers in the order jobs reach the entity
  * @next_seqno: last sequence number handed out
  * @pending: jobs submitted that have not yet written their completion
@@ -67,6 +71,7 @@ struct edu_queue {
 	struct edu_bo *completion;
 	struct drm_edu_accel_completion *slot;
 	u32 id;
+	u32 priority;
 	struct mutex submit_lock;
 	u64 next_seqno;
 	atomic_t pending;
@@ -76,7 +81,7 @@ struct edu_queue {
 
 /**
  * struct edu_op - one validated copy; BOs are referenced by the job
- * @type: EDU_ACCEL_OP_*
+ * @type: DRM_EDU_ACCEL_OP_*
  * @src: source BO or NULL (D2H)
  * @dst: destination BO or NULL (H2D)
  * @src_off: offset in the source's scatter-gather table (BO offset + page offset)
@@ -239,6 +244,7 @@ void edu_file_close(struct drm_file *file);
 int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *file);
 int edu_ioctl_queue_destroy(struct drm_device *drm, void *data, struct drm_file *file);
 int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
+u64 edu_max_job_bytes(void);
 
 void edu_queue_job_retired(struct edu_queue *q);
 struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle);

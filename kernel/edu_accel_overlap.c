@@ -30,7 +30,7 @@
  */
 static bool edu_bo_counts_writes(const struct edu_bo *bo)
 {
-	return (bo->flags & EDU_ACCEL_BO_INFO_USERPTR) && bo->dir != DMA_TO_DEVICE;
+	return (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) && bo->dir != DMA_TO_DEVICE;
 }
 
 static void edu_overlap_drop(struct edu_accel_device *edev, struct scatterlist *sgl,

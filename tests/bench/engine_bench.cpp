@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
 
   // 1. Utilization: 8 jobs of 64 full-size H2D transfers, all queued before the first ends.
   {
-    std::vector<drm_edu_accel_copy_op> ops(64, op(EDU_ACCEL_OP_H2D, src, 0, 0, 0, kChunk));
+    std::vector<drm_edu_accel_copy_op> ops(64, op(DRM_EDU_ACCEL_OP_H2D, src, 0, 0, 0, kChunk));
     const uint64_t x0 = b.transfers();
     const auto t0 = Clock::now();
     for (int j = 0; j < jobs; ++j)
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
     const uint64_t n = h2h_bytes;
     const double per_mib = static_cast<double>(1 << 20) / static_cast<double>(n);
     const uint64_t x0 = b.transfers();
-    if (!b.run({op(EDU_ACCEL_OP_H2H, src, 0, dst, 0, n)}, done) || !b.wait(done)) return 1;
+    if (!b.run({op(DRM_EDU_ACCEL_OP_H2H, src, 0, dst, 0, n)}, done) || !b.wait(done)) return 1;
     const uint64_t minimum = 2 * ((n + kChunk - 1) / kChunk);
     std::printf("METRIC h2h_transfers_per_mib%s %.0f count\n", suffix.c_str(),
                 static_cast<double>(b.transfers() - x0) * per_mib);
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     std::vector<double> ms;
     for (int i = 0; i < (jobs < 8 ? 5 : 9); ++i) {
       const auto t0 = Clock::now();
-      if (!b.run({op(EDU_ACCEL_OP_H2D, src, 0, 0, 0, 1)}, done) || !b.wait(done)) return 1;
+      if (!b.run({op(DRM_EDU_ACCEL_OP_H2D, src, 0, 0, 0, 1)}, done) || !b.wait(done)) return 1;
       ms.push_back(seconds_since(t0) * 1e3);
     }
     std::sort(ms.begin(), ms.end());

@@ -87,7 +87,7 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
     return;
   }
   std::vector<uint8_t> touched(big + kPage, 3);
-  const uint64_t charged0 = param(fd, EDU_ACCEL_PARAM_PINNED_BYTES);
+  const uint64_t charged0 = param(fd, DRM_EDU_ACCEL_PARAM_PINNED_BYTES);
 
   uint32_t h = 0;
   int ofd = -1;
@@ -138,7 +138,7 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
        [&] {
          fresh = static_cast<uint8_t*>(mmap(nullptr, big, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
        },
-       [&] { return bo_userptr(fd, fresh, big, EDU_ACCEL_BO_USERPTR_READONLY, &h); },
+       [&] { return bo_userptr(fd, fresh, big, DRM_EDU_ACCEL_BO_USERPTR_READONLY, &h); },
        [&](int rc) {
          close_h(rc);
          munmap(fresh, big);
@@ -157,7 +157,7 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
        [](int) {}},
       {"SUBMIT H2H with syncs", [] {},
        [&] {
-         auto o = op(EDU_ACCEL_OP_H2H, src.handle, 1, dst.handle, 3, std::min<size_t>(big - 3, 3 * kChunk));
+         auto o = op(DRM_EDU_ACCEL_OP_H2H, src.handle, 1, dst.handle, 3, std::min<size_t>(big - 3, 3 * kChunk));
          drm_edu_accel_sync in = sync_point(sync_in), out2 = sync_point(sync_out);
          return submit(fd, q.queue, &o, 1, &in, 1, &out2, 1, &seq);
        },
@@ -166,8 +166,8 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
        }},
       {"SUBMIT H2D+D2H", [] {},
        [&] {
-         drm_edu_accel_copy_op o[2] = {op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, kChunk),
-                                       op(EDU_ACCEL_OP_D2H, 0, 0, dst.handle, 0, kChunk)};
+         drm_edu_accel_copy_op o[2] = {op(DRM_EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, kChunk),
+                                       op(DRM_EDU_ACCEL_OP_D2H, 0, 0, dst.handle, 0, kChunk)};
          drm_edu_accel_sync out2 = sync_point(sync_out);
          return submit(fd, q.queue, o, 2, nullptr, 0, &out2, 1, &seq);
        },
@@ -210,7 +210,7 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
          bo_userptr(ofd, m, 3 * kPage, 0, &uh);
          if (fresh_userptr) munmap(m, 3 * kPage);
          queue_create(ofd, &qq);
-         auto o = op(EDU_ACCEL_OP_H2H, uh, 0, hh, 0, 2 * kPage);
+         auto o = op(DRM_EDU_ACCEL_OP_H2H, uh, 0, hh, 0, 2 * kPage);
          submit(ofd, qq.queue, &o, 1, nullptr, 0, nullptr, 0);
        },
        [&] { return close(ofd) ? errno : 0; }, [](int) {}},
@@ -235,7 +235,7 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
   }
   close_h(1);
   // Every failed or undone call returned its charge.
-  const uint64_t charged = param(fd, EDU_ACCEL_PARAM_PINNED_BYTES);
+  const uint64_t charged = param(fd, DRM_EDU_ACCEL_PARAM_PINNED_BYTES);
   if (charged != charged0)
     out.problems.push_back("PINNED_BYTES " + std::to_string(charged) + " after the sweep, " +
                            std::to_string(charged0) + " before");
@@ -348,7 +348,7 @@ int fault_part(const Params& P, Part& part) {
             }
           } else if (d == 2 && hs.size() >= 2) {
             auto o =
-                op(EDU_ACCEL_OP_H2H, hs[r.below(hs.size())], 0, hs[r.below(hs.size())], 0, 1 + r.below(4096));
+                op(DRM_EDU_ACCEL_OP_H2H, hs[r.below(hs.size())], 0, hs[r.below(hs.size())], 0, 1 + r.below(4096));
             drm_edu_accel_sync out = sync_point(done);
             rc = submit(fd, q.queue, &o, 1, nullptr, 0, &out, 1);
           } else if (d == 3) {

@@ -281,7 +281,7 @@ class Worker {
     const uint64_t size = r_.range(1, 512 * 1024);
     a.user_ptr = reinterpret_cast<uintptr_t>(s_.arena) + r_.below(s_.arena_size - size);
     a.size = size;
-    a.flags = r_.chance(0.2) ? EDU_ACCEL_BO_USERPTR_READONLY : 0;
+    a.flags = r_.chance(0.2) ? DRM_EDU_ACCEL_BO_USERPTR_READONLY : 0;
     static const Field f[] = {FLD(drm_edu_accel_bo_userptr, user_ptr), FLD(drm_edu_accel_bo_userptr, size),
                               FLD(drm_edu_accel_bo_userptr, flags), FLD(drm_edu_accel_bo_userptr, handle)};
     if (mutating()) {
@@ -319,9 +319,12 @@ class Worker {
 
   void queue_create_(int fd, int w) {
     drm_edu_accel_queue_create q{};
-    static const Field f[] = {FLD(drm_edu_accel_queue_create, flags), FLD(drm_edu_accel_queue_create, queue),
-                              FLD(drm_edu_accel_queue_create, completion_handle)};
-    if (mutating()) mutate(&q, f, 3, r_);
+    q.priority = static_cast<uint32_t>(r_.below(3));  // HIGH: EACCES unprivileged
+    static const Field f[] = {
+        FLD(drm_edu_accel_queue_create, flags), FLD(drm_edu_accel_queue_create, priority),
+        FLD(drm_edu_accel_queue_create, queue), FLD(drm_edu_accel_queue_create, completion_handle),
+        FLD(drm_edu_accel_queue_create, pad),   FLD(drm_edu_accel_queue_create, reserved)};
+    if (mutating()) mutate(&q, f, std::size(f), r_);
     if (fz(fd, DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, &q) == 0) {
       s_.queues[w][r_.below(16)] = q.queue;
       if (r_.chance(0.2)) remember(w, q.completion_handle, kPage);  // a copy naming it must be refused
@@ -356,25 +359,25 @@ class Worker {
     const uint32_t type = static_cast<uint32_t>(r_.range(1, 3));
     drm_edu_accel_copy_op o{};
     o.type = type;
-    if (type == EDU_ACCEL_OP_H2D && ssz) {
+    if (type == DRM_EDU_ACCEL_OP_H2D && ssz) {
       o.src_handle = sh;
       o.src_offset = r_.below(ssz);
       o.size = r_.range(1, std::min<uint64_t>(kChunk, ssz - o.src_offset));
       o.dst_offset = r_.below(kChunk - o.size + 1);
-    } else if (type == EDU_ACCEL_OP_D2H && dsz) {
+    } else if (type == DRM_EDU_ACCEL_OP_D2H && dsz) {
       o.dst_handle = dh;
       o.dst_offset = r_.below(dsz);
       o.size = r_.range(1, std::min<uint64_t>(kChunk, dsz - o.dst_offset));
       o.src_offset = r_.below(kChunk - o.size + 1);
     } else if (ssz && dsz) {
-      o.type = EDU_ACCEL_OP_H2H;
+      o.type = DRM_EDU_ACCEL_OP_H2H;
       o.src_handle = sh;
       o.dst_handle = dh;
       o.src_offset = r_.below(ssz);
       o.dst_offset = r_.below(dsz);
       o.size = r_.range(1, std::min<uint64_t>({16384, ssz - o.src_offset, dsz - o.dst_offset}));
     } else {
-      o.type = EDU_ACCEL_OP_H2D;
+      o.type = DRM_EDU_ACCEL_OP_H2D;
       o.src_handle = sh;
       o.size = 1;
     }
@@ -389,29 +392,34 @@ class Worker {
     for (uint32_t i = 0; i < nin + nout; ++i) syncs_[i] = sync_point(syncobj(w), 0);
     drm_edu_accel_submit s{};
     s.queue = queue(w);
-    s.ops = reinterpret_cast<uintptr_t>(ops_);
-    s.op_count = nops;
-    s.in_syncs = reinterpret_cast<uintptr_t>(syncs_);
-    s.in_sync_count = nin;
-    s.out_syncs = reinterpret_cast<uintptr_t>(syncs_ + nin);
-    s.out_sync_count = nout;
+    s.ops = DRM_EDU_ACCEL_OBJ_ARRAY(nops, ops_);
+    s.in_syncs = DRM_EDU_ACCEL_OBJ_ARRAY(nin, syncs_);
+    s.out_syncs = DRM_EDU_ACCEL_OBJ_ARRAY(nout, syncs_ + nin);
     if (mutating()) {
       const uint64_t where = r_.below(10);
       if (where < 4) {
         static const Field f[] = {FLD(drm_edu_accel_submit, queue),
                                   FLD(drm_edu_accel_submit, flags),
-                                  FLD(drm_edu_accel_submit, ops),
-                                  FLD(drm_edu_accel_submit, op_count),
-                                  FLD(drm_edu_accel_submit, in_sync_count),
-                                  FLD(drm_edu_accel_submit, in_syncs),
-                                  FLD(drm_edu_accel_submit, out_syncs),
-                                  FLD(drm_edu_accel_submit, out_sync_count),
-                                  FLD(drm_edu_accel_submit, pad)};
+                                  FLD(drm_edu_accel_submit, ops.stride),
+                                  FLD(drm_edu_accel_submit, ops.count),
+                                  FLD(drm_edu_accel_submit, ops.array),
+                                  FLD(drm_edu_accel_submit, in_syncs.stride),
+                                  FLD(drm_edu_accel_submit, in_syncs.count),
+                                  FLD(drm_edu_accel_submit, in_syncs.array),
+                                  FLD(drm_edu_accel_submit, out_syncs.stride),
+                                  FLD(drm_edu_accel_submit, out_syncs.count),
+                                  FLD(drm_edu_accel_submit, out_syncs.array)};
         mutate(&s, f, std::size(f), r_);
-        // Counts past the arrays read our own stack: keep them within what is allocated.
-        if (s.op_count > 80 && s.op_count < 100000) s.op_count = 80 + static_cast<uint32_t>(r_.below(2));
-        if (s.in_sync_count > 12 && s.in_sync_count < 100000) s.in_sync_count = 17;
-        if (s.out_sync_count > 12 && s.out_sync_count < 100000) s.out_sync_count = 12;
+        // Arrays past their buffers read this object's memory: keep them within the buffers
+        // (a count just above the limit stays, to be refused).
+        auto bound = [](drm_edu_accel_obj_array& a, size_t bytes, uint32_t over) {
+          if (a.count > over && a.count < 100000) a.count = over;
+          if (a.stride && a.stride <= 4096 && uint64_t{a.count} * a.stride > bytes)
+            a.count = static_cast<uint32_t>(bytes / a.stride);
+        };
+        bound(s.ops, sizeof ops_, 65);
+        bound(s.in_syncs, sizeof syncs_, 17);
+        bound(s.out_syncs, (24 - nin) * sizeof(drm_edu_accel_sync), 17);
       } else if (where < 8) {
         static const Field f[] = {
             FLD(drm_edu_accel_copy_op, type),       FLD(drm_edu_accel_copy_op, flags),
@@ -427,8 +435,9 @@ class Worker {
                                   FLD(drm_edu_accel_sync, point)};
         mutate(&syncs_[r_.below(nin + nout)], f, 3, r_);
       } else {
-        s.in_sync_count = 1;
-        s.in_syncs = r_.chance(0.5) ? 8 : 0xffffffff81000000ull;
+        s.in_syncs.count = 1;
+        s.in_syncs.stride = sizeof(drm_edu_accel_sync);
+        s.in_syncs.array = r_.chance(0.5) ? 8 : 0xffffffff81000000ull;
       }
     }
     fz(fd, DRM_IOCTL_EDU_ACCEL_SUBMIT, &s);

@@ -48,7 +48,7 @@ int isolation_part(const Params& P, Part& part) {
     a->queue = q.queue;
     a->syncobj = done;
     // The secret goes into the device buffer and stays there.
-    auto o = op(EDU_ACCEL_OP_H2D, bo.handle, 0, 0, 0, kChunk);
+    auto o = op(DRM_EDU_ACCEL_OP_H2D, bo.handle, 0, 0, 0, kChunk);
     drm_edu_accel_sync out = sync_point(done);
     if (submit(fd, q.queue, &o, 1, nullptr, 0, &out, 1) || wait_syncobj(fd, done, 600)) _exit(94);
     a->stage = 1;
@@ -56,7 +56,7 @@ int isolation_part(const Params& P, Part& part) {
     // B's attempts must not have touched A's objects: the queue, BO and syncobj still work.
     Rng rng(P.seed, 33);
     int rc = verified_copy_fd(fd, rng, 5000, true);
-    auto o2 = op(EDU_ACCEL_OP_H2H, bo.handle, 0, a->ubo, 0, 100);
+    auto o2 = op(DRM_EDU_ACCEL_OP_H2H, bo.handle, 0, a->ubo, 0, 100);
     if (!rc) rc = submit(fd, q.queue, &o2, 1, nullptr, 0, &out, 1);
     if (!rc) rc = wait_syncobj(fd, done, 600);
     if (!rc && memcmp(umem.data(), a->secret, 100)) rc = -1;
@@ -100,7 +100,7 @@ int isolation_part(const Params& P, Part& part) {
       }
     }
     // A's queue id, syncobj and handles, with B owning nothing yet.
-    auto o = op(EDU_ACCEL_OP_H2D, a->bo, 0, 0, 0, 16);
+    auto o = op(DRM_EDU_ACCEL_OP_H2D, a->bo, 0, 0, 0, 16);
     hole("submits to A's queue id with A's BO", submit(fd, a->queue, &o, 1, nullptr, 0, nullptr, 0));
     hole("destroys A's queue id", queue_destroy(fd, a->queue));
     uint32_t h = a->syncobj;
@@ -111,15 +111,15 @@ int isolation_part(const Params& P, Part& part) {
     Mapped mine;
     uint32_t done = 0;
     if (queue_create(fd, &q) || mapped_bo(fd, kChunk, &mine) || drmSyncobjCreate(fd, 0, &done)) _exit(92);
-    auto steal = op(EDU_ACCEL_OP_H2H, a->bo + (a->bo == mine.handle ? 1000 : 0), 0, mine.handle, 0, 64);
+    auto steal = op(DRM_EDU_ACCEL_OP_H2H, a->bo + (a->bo == mine.handle ? 1000 : 0), 0, mine.handle, 0, 64);
     if (a->bo != mine.handle)
       hole("copies from A's handle number", submit(fd, q.queue, &steal, 1, nullptr, 0, nullptr, 0));
     drm_edu_accel_sync in = sync_point(a->syncobj + (a->syncobj == done ? 1000 : 0));
-    auto ok = op(EDU_ACCEL_OP_H2D, mine.handle, 0, 0, 0, 1);
+    auto ok = op(DRM_EDU_ACCEL_OP_H2D, mine.handle, 0, 0, 0, 1);
     hole("uses A's syncobj handle as an in-sync", submit(fd, q.queue, &ok, 1, &in, 1, nullptr, 0));
     // Device memory: the bytes A left in edu's buffer must not be readable by B.
     memset(mine.p, 0, kChunk);
-    auto rd = op(EDU_ACCEL_OP_D2H, 0, 0, mine.handle, 0, kChunk);
+    auto rd = op(DRM_EDU_ACCEL_OP_D2H, 0, 0, mine.handle, 0, kChunk);
     drm_edu_accel_sync out = sync_point(done);
     int same = -1;
     if (submit(fd, q.queue, &rd, 1, nullptr, 0, &out, 1) == 0 && wait_syncobj(fd, done, 600) == 0) {

@@ -48,7 +48,7 @@ enum Phase { kSetup = 0, kPinning = 1, kSubmitting = 2, kDma = 3 };
     for (int i = 0; i < 100000; ++i) {
       ph = kSubmitting;
       const uint64_t n = scenario == 1 ? r.range(1, 65536) : size;
-      auto o = op(EDU_ACCEL_OP_H2H, src, r.below(size - n + 1), dst.handle, r.below(size - n + 1), n);
+      auto o = op(DRM_EDU_ACCEL_OP_H2H, src, r.below(size - n + 1), dst.handle, r.below(size - n + 1), n);
       drm_edu_accel_sync out = sync_point(done);
       if (submit(fd, q[r.below(4)].queue, &o, 1, nullptr, 0, &out, 1)) _exit(94);
       if (scenario == 2 || i % 16 == 15) {
@@ -82,11 +82,11 @@ int kill_part(const Params& P, Part& part) {
     std::vector<uint8_t> mem(1 << 20, 1);
     uint32_t h = 0;
     if (f.get() < 0 || bo_userptr(f.get(), mem.data(), mem.size(), 0, &h)) _exit(91);
-    const uint64_t vmpin = status_kb("VmPin:"), charged = param(f.get(), EDU_ACCEL_PARAM_PINNED_BYTES);
+    const uint64_t vmpin = status_kb("VmPin:"), charged = param(f.get(), DRM_EDU_ACCEL_PARAM_PINNED_BYTES);
     char c;
     while (read(pipefd[0], &c, 1) > 0) {
     }
-    const uint64_t vmpin2 = status_kb("VmPin:"), charged2 = param(f.get(), EDU_ACCEL_PARAM_PINNED_BYTES);
+    const uint64_t vmpin2 = status_kb("VmPin:"), charged2 = param(f.get(), DRM_EDU_ACCEL_PARAM_PINNED_BYTES);
     if (vmpin != vmpin2 || charged != charged2) {
       logf("  survivor: VmPin %llu -> %llu kB, PINNED_BYTES %llu -> %llu",
            static_cast<unsigned long long>(vmpin), static_cast<unsigned long long>(vmpin2),

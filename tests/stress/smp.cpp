@@ -62,12 +62,12 @@ int stream(int fd, uint64_t seed, double until, int max_jobs, std::atomic<int>* 
     std::vector<drm_edu_accel_copy_op> ops;
     if (r.chance(0.5)) {
       n = r.range(1, n);
-      ops.push_back(op(EDU_ACCEL_OP_H2H, s.handle, so, d.handle, dof, n));
+      ops.push_back(op(DRM_EDU_ACCEL_OP_H2H, s.handle, so, d.handle, dof, n));
     } else {
       n = r.range(1, std::min<uint64_t>(n, kChunk));
       const uint64_t dev = r.below(kChunk - n + 1);
-      ops.push_back(op(EDU_ACCEL_OP_H2D, s.handle, so, 0, dev, n));
-      ops.push_back(op(EDU_ACCEL_OP_D2H, 0, dev, d.handle, dof, n));
+      ops.push_back(op(DRM_EDU_ACCEL_OP_H2D, s.handle, so, 0, dev, n));
+      ops.push_back(op(DRM_EDU_ACCEL_OP_D2H, 0, dev, d.handle, dof, n));
     }
     drm_edu_accel_sync out = sync_point(done);
     int err = submit(fd, q.queue, ops.data(), static_cast<uint32_t>(ops.size()), nullptr, 0, &out, 1);

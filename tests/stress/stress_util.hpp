@@ -340,12 +340,12 @@ inline int verified_copy_fd(int fd, Rng& rng, size_t size, bool h2h) {
     memset(dst.p, 0xa5, size);
     std::vector<drm_edu_accel_copy_op> ops;
     if (h2h) {
-      ops.push_back(op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, size));
+      ops.push_back(op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, size));
     } else {
       for (size_t at = 0; at < size && ops.size() + 2 <= 64; at += kChunk) {
         const size_t n = std::min<size_t>(kChunk, size - at);
-        ops.push_back(op(EDU_ACCEL_OP_H2D, src.handle, at, 0, 0, n));
-        ops.push_back(op(EDU_ACCEL_OP_D2H, 0, 0, dst.handle, at, n));
+        ops.push_back(op(DRM_EDU_ACCEL_OP_H2D, src.handle, at, 0, 0, n));
+        ops.push_back(op(DRM_EDU_ACCEL_OP_D2H, 0, 0, dst.handle, at, n));
       }
     }
     drm_edu_accel_sync out = sync_point(done);

@@ -55,8 +55,8 @@ void on_sigbus(int) { _exit(7); }
     const uint32_t n = static_cast<uint32_t>(r.range(1, kChunk));
     r.fill(src.p, n);
     memset(dst.p, 0, n);
-    drm_edu_accel_copy_op o[2] = {op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, n),
-                                  op(EDU_ACCEL_OP_D2H, 0, 0, dst.handle, 0, n)};
+    drm_edu_accel_copy_op o[2] = {op(DRM_EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, n),
+                                  op(DRM_EDU_ACCEL_OP_D2H, 0, 0, dst.handle, 0, n)};
     drm_edu_accel_sync out = sync_point(done);
     uint64_t seq = 0;
     int err = submit(fd, q.queue, o, 2, nullptr, 0, &out, 1, &seq);

@@ -34,7 +34,7 @@ TEST_P(CApi, DevicesAndParams) {
   EXPECT_EQ(hrtSetDevice(n), hrtErrorInvalidDevice);
   EXPECT_EQ(hrtSetDevice(-1), hrtErrorInvalidDevice);
   std::uint64_t v = 0;
-  EXPECT_EQ(hrtDeviceGetParam(&v, 3 /* EDU_ACCEL_PARAM_MAX_TRANSFER */), hrtSuccess);
+  EXPECT_EQ(hrtDeviceGetParam(&v, 3 /* DRM_EDU_ACCEL_PARAM_MAX_TRANSFER */), hrtSuccess);
   EXPECT_EQ(v, 4095u);
   EXPECT_EQ(hrtDeviceGetParam(&v, 0xdead), hrtErrorInvalidValue);
   EXPECT_EQ(hrtGetDeviceCount(nullptr), hrtErrorInvalidValue);

@@ -80,7 +80,7 @@ TEST_P(Conformance, DeviceCountOpenAndCapabilities) {
   EXPECT_GE(c.max_queues, 2u);
   EXPECT_GE(c.max_ops, 1u);
   EXPECT_GE(c.max_bo_size, 1u << 20);
-  EXPECT_EQ(dev().param(EDU_ACCEL_PARAM_MAX_TRANSFER), 4095u);
+  EXPECT_EQ(dev().param(DRM_EDU_ACCEL_PARAM_MAX_TRANSFER), 4095u);
 }
 
 TEST_P(Conformance, OpeningAMissingDeviceThrowsDeviceLost) {

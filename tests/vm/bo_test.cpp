@@ -62,7 +62,7 @@ class BoTest : public ::testing::Test {
     EXPECT_EQ(pins_outstanding(), pins_before_) << "pinned pages left after closing the file";
   }
   int fd() const { return fd_->get(); }
-  bool iommu() const { return param(fd(), EDU_ACCEL_PARAM_IOMMU) == 1; }
+  bool iommu() const { return param(fd(), DRM_EDU_ACCEL_PARAM_IOMMU) == 1; }
 
   // The SG table must have one entry per physically contiguous run, and the DMA side one
   // segment with an IOMMU (everything fits in the max segment) or as many as the CPU side.
@@ -72,7 +72,7 @@ class BoTest : public ::testing::Test {
     auto pfn = pfns(addr, bytes);
     ASSERT_FALSE(pfn.empty());
     for (auto p : pfn) ASSERT_NE(p, 0u) << "page not present or pagemap unreadable";
-    const uint64_t max_seg = param(fd(), EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE);
+    const uint64_t max_seg = param(fd(), DRM_EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE);
     EXPECT_EQ(info.sg_nents, contiguous_runs(pfn, max_seg));
     if (iommu())
       EXPECT_EQ(info.dma_nents, 1u);
@@ -86,14 +86,14 @@ class BoTest : public ::testing::Test {
 };
 
 TEST_F(BoTest, GetParamReportsTheMachine) {
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_DRIVER_VERSION) >> 16, 1u);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_DRIVER_VERSION) >> 16, 1u);
   const char* mask = std::getenv("VM_DMA_MASK");
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_DMA_MASK_BITS), mask && *mask ? 64u : 28u);
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE), 4096u);
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_MAX_TRANSFER), 4095u);
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_IOMMU), env_is("VM_IOMMU", "on") ? 1u : 0u);
-  EXPECT_GE(param(fd(), EDU_ACCEL_PARAM_MAX_BO_SIZE), 64 * kMiB);
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), 0u);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS), mask && *mask ? 64u : 28u);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE), 4096u);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_MAX_TRANSFER), 4095u);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_IOMMU), env_is("VM_IOMMU", "on") ? 1u : 0u);
+  EXPECT_GE(param(fd(), DRM_EDU_ACCEL_PARAM_MAX_BO_SIZE), 64 * kMiB);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_PINNED_BYTES), 0u);
 }
 
 class BoCreateSize : public BoTest, public ::testing::WithParamInterface<uint64_t> {};
@@ -108,7 +108,7 @@ TEST_P(BoCreateSize, IsZeroedSharedAndReadsBackWhatWasWritten) {
   EXPECT_EQ(info.size, page_align(size));
   EXPECT_EQ(info.flags, 0u);
   EXPECT_EQ(info.mmap_offset, off);
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), page_align(size));
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_PINNED_BYTES), page_align(size));
 
   Mapping a(info.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(off));
   Mapping b(info.size, PROT_READ, MAP_SHARED, fd(), static_cast<off_t>(off));
@@ -135,7 +135,7 @@ TEST_F(BoTest, CreatedBoOutlivesItsHandleWhileMapped) {
   ASSERT_EQ(gem_close(fd(), h), 0);
   std::memset(m.data(), 0x5a, 2 * kPage);  // still backed: the mapping holds the BO
   EXPECT_EQ(m.data()[2 * kPage - 1], 0x5a);
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), 2 * kPage);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_PINNED_BYTES), 2 * kPage);
 }
 
 TEST_F(BoTest, PrivateMappingOfABoIsRefused) {
@@ -170,18 +170,18 @@ TEST_P(UserptrSize, PinsTheCoveringPagesAndReleasesThemOnClose) {
   uint32_t h = 0;
   ASSERT_EQ(bo_userptr(fd(), start, r.bytes, 0, &h), 0);
   EXPECT_EQ(pins_outstanding() - pins_before_, npages);
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), static_cast<uint64_t>(npages) * kPage);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_PINNED_BYTES), static_cast<uint64_t>(npages) * kPage);
   drm_edu_accel_bo_info info;
   ASSERT_EQ(bo_info(fd(), h, &info), 0);
   EXPECT_EQ(info.size, r.bytes);
   EXPECT_EQ(info.user_ptr, reinterpret_cast<uintptr_t>(start));
-  EXPECT_EQ(info.flags, static_cast<uint32_t>(EDU_ACCEL_BO_INFO_USERPTR));
+  EXPECT_EQ(info.flags, static_cast<uint32_t>(DRM_EDU_ACCEL_BO_INFO_USERPTR));
   EXPECT_EQ(info.mmap_offset, 0u);
   expect_layout(h, start, r.bytes);
 
   ASSERT_EQ(gem_close(fd(), h), 0);
   EXPECT_EQ(pins_outstanding(), pins_before_);
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), 0u);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_PINNED_BYTES), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranges, UserptrSize,
@@ -227,10 +227,10 @@ TEST_F(BoTest, ReadOnlyRegistrationOfReadOnlyMemorySucceeds) {
   Mapping m(4 * kPage, PROT_READ);
   ASSERT_TRUE(m.ok());
   uint32_t h = 0;
-  ASSERT_EQ(bo_userptr(fd(), m.data(), m.size(), EDU_ACCEL_BO_USERPTR_READONLY, &h), 0);
+  ASSERT_EQ(bo_userptr(fd(), m.data(), m.size(), DRM_EDU_ACCEL_BO_USERPTR_READONLY, &h), 0);
   drm_edu_accel_bo_info info;
   ASSERT_EQ(bo_info(fd(), h, &info), 0);
-  EXPECT_EQ(info.flags, static_cast<uint32_t>(EDU_ACCEL_BO_INFO_USERPTR | EDU_ACCEL_BO_INFO_READONLY));
+  EXPECT_EQ(info.flags, static_cast<uint32_t>(DRM_EDU_ACCEL_BO_INFO_USERPTR | DRM_EDU_ACCEL_BO_INFO_READONLY));
 }
 
 TEST_F(BoTest, ProcessExitReleasesItsPins) {
@@ -351,7 +351,7 @@ TEST_F(BoTest, WritablePinOfAFileMappingIsRefused) {
   ASSERT_TRUE(m.ok());
   uint32_t h = 0;
   EXPECT_EQ(bo_userptr(fd(), m.data(), 4 * kPage, 0, &h), EOPNOTSUPP);
-  EXPECT_EQ(bo_userptr(fd(), m.data(), 4 * kPage, EDU_ACCEL_BO_USERPTR_READONLY, &h), 0);
+  EXPECT_EQ(bo_userptr(fd(), m.data(), 4 * kPage, DRM_EDU_ACCEL_BO_USERPTR_READONLY, &h), 0);
   gem_close(fd(), h);
   close(f);
   int t = open("/tmp/userptr-shmem", O_RDWR | O_CREAT | O_TRUNC, 0600);
@@ -368,7 +368,7 @@ TEST_F(BoTest, WritablePinOfAFileMappingIsRefused) {
 // The file's status in its completion page, mapped read-only.
 const volatile drm_edu_accel_file_status* file_status(int fd) {
   uint64_t handle = 0;
-  if (get_param(fd, EDU_ACCEL_PARAM_COMPLETION_HANDLE, &handle)) return nullptr;
+  if (get_param(fd, DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE, &handle)) return nullptr;
   drm_edu_accel_bo_info info;
   if (bo_info(fd, static_cast<uint32_t>(handle), &info)) return nullptr;
   void* m = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(info.mmap_offset));
@@ -394,28 +394,28 @@ TEST_F(BoTest, UserptrIsInvalidatedWhenItsRangeIsRemapped) {
   uint32_t h = 0, keep = 0, dst = 0;
   // Never touched: the write pin itself breaks copy-on-write, which must not count.
   ASSERT_EQ(bo_userptr(fd(), p, 4 * kPage, 0, &h), 0);
-  EXPECT_EQ(bo_flags(fd(), h) & EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
+  EXPECT_EQ(bo_flags(fd(), h) & DRM_EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
   ASSERT_EQ(mprotect(p, 4 * kPage, PROT_READ), 0);  // same pages: still valid
   ASSERT_EQ(mprotect(p, 4 * kPage, PROT_READ | PROT_WRITE), 0);
   pid_t pid = fork();  // a pinned page stays the parent's
   if (pid == 0) _exit(0);
   waitpid(pid, nullptr, 0);
-  EXPECT_EQ(bo_flags(fd(), h) & EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
+  EXPECT_EQ(bo_flags(fd(), h) & DRM_EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
   EXPECT_EQ(st->invalidations, before);
 
   ASSERT_EQ(munmap(p, 4 * kPage), 0);
   void* q = mmap(p, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
   ASSERT_EQ(q, p);
   EXPECT_EQ(st->invalidations, before + 1);
-  EXPECT_NE(bo_flags(fd(), h) & EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
+  EXPECT_NE(bo_flags(fd(), h) & DRM_EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
   drm_edu_accel_queue_create qc;
   ASSERT_EQ(queue_create(fd(), &qc), 0);
   ASSERT_EQ(bo_create(fd(), 4 * kPage, &dst), 0);
-  auto o = op(EDU_ACCEL_OP_H2H, h, 0, dst, 0, 100);
+  auto o = op(DRM_EDU_ACCEL_OP_H2H, h, 0, dst, 0, 100);
   EXPECT_EQ(submit(fd(), qc.queue, &o, 1, nullptr, 0, nullptr, 0), ESTALE);
   // Registered again, the range is good.
   ASSERT_EQ(bo_userptr(fd(), p, 4 * kPage, 0, &keep), 0);
-  o = op(EDU_ACCEL_OP_H2H, keep, 0, dst, 0, 100);
+  o = op(DRM_EDU_ACCEL_OP_H2H, keep, 0, dst, 0, 100);
   uint32_t done = 0;
   ASSERT_EQ(drmSyncobjCreate(fd(), 0, &done), 0);
   auto out = sync_point(done);
@@ -424,7 +424,7 @@ TEST_F(BoTest, UserptrIsInvalidatedWhenItsRangeIsRemapped) {
   // MADV_DONTNEED drops the pages the registration pinned from the range.
   ASSERT_EQ(madvise(p, kPage, MADV_DONTNEED), 0);
   EXPECT_EQ(st->invalidations, before + 2);
-  EXPECT_NE(bo_flags(fd(), keep) & EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
+  EXPECT_NE(bo_flags(fd(), keep) & DRM_EDU_ACCEL_BO_INFO_INVALIDATED, 0u);
   munmap(p, 4 * kPage);
   // The status mapping holds the file open (and so its BOs): let go of it.
   munmap(
@@ -453,7 +453,7 @@ TEST_F(BoTest, WritableRegistrationsOfOnePageAreBounded) {
     EXPECT_EQ(bo_userptr(files[kMax]->get(), m.data() + 100, 2 * kPage, 0, &h[kMax]), ETOOMANYREFS);
     EXPECT_EQ(bo_userptr(files[kMax]->get(), m.data(), kPage, 0, &h[kMax]), ETOOMANYREFS)
         << "a registration starting on a shared page";
-    ASSERT_EQ(bo_userptr(files[kMax]->get(), m.data(), 3 * kPage, EDU_ACCEL_BO_USERPTR_READONLY, &h[kMax]),
+    ASSERT_EQ(bo_userptr(files[kMax]->get(), m.data(), 3 * kPage, DRM_EDU_ACCEL_BO_USERPTR_READONLY, &h[kMax]),
               0);
     ASSERT_EQ(gem_close(files[0]->get(), h[0]), 0);
     // No job holds it: GEM_CLOSE frees the BO and its mapping at once.
@@ -482,7 +482,7 @@ struct BadInput {
 
 int bad_param_pad(int fd, int) {
   drm_edu_accel_get_param p{};
-  p.param = EDU_ACCEL_PARAM_DMA_MASK_BITS;
+  p.param = DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS;
   p.pad = 1;
   return call(fd, DRM_IOCTL_EDU_ACCEL_GET_PARAM, p);
 }
@@ -502,7 +502,7 @@ int bad_create_zero(int fd, int) {
 }
 int bad_create_huge(int fd, int) {
   uint32_t h;
-  return bo_create(fd, param(fd, EDU_ACCEL_PARAM_MAX_BO_SIZE) + 1, &h);
+  return bo_create(fd, param(fd, DRM_EDU_ACCEL_PARAM_MAX_BO_SIZE) + 1, &h);
 }
 int bad_create_wrapping(int fd, int) {
   uint32_t h;
@@ -566,7 +566,7 @@ TEST_P(BadInputTest, IsRefusedWithItsErrno) {
   ASSERT_GE(other.get(), 0);
   EXPECT_EQ(GetParam().call(fd(), other.get()), GetParam().expected_errno)
       << strerror(GetParam().expected_errno);
-  EXPECT_EQ(param(fd(), EDU_ACCEL_PARAM_PINNED_BYTES), 0u) << "a refused call left memory charged";
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_PINNED_BYTES), 0u) << "a refused call left memory charged";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -592,7 +592,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Without an IOMMU and with RAM above edu's 28-bit mask, some pages are unreachable: the
 // driver must refuse them with ERANGE (never hand the device a truncated address, never WARN).
 TEST_F(BoTest, UnreachablePagesAreRefusedWithoutAnIommu) {
-  if (iommu() || param(fd(), EDU_ACCEL_PARAM_DMA_MASK_BITS) != 28 || !env_is("VM_MEM", "512M"))
+  if (iommu() || param(fd(), DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS) != 28 || !env_is("VM_MEM", "512M"))
     GTEST_SKIP() << "needs 512M of RAM, no IOMMU and the 28-bit mask (config highmem)";
   const size_t chunk = 16 * kMiB, total = 320 * kMiB;
   Mapping m(total, PROT_READ | PROT_WRITE);
@@ -621,7 +621,7 @@ TEST_F(BoTest, UnreachablePagesAreRefusedWithoutAnIommu) {
 // the pages: no -ERANGE for driver-allocated memory, and queues (a CPU-only completion page)
 // work on any machine.
 TEST_F(BoTest, CreatedBosAreReachableWithoutAnIommu) {
-  if (iommu() || param(fd(), EDU_ACCEL_PARAM_DMA_MASK_BITS) != 28 || !env_is("VM_MEM", "512M"))
+  if (iommu() || param(fd(), DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS) != 28 || !env_is("VM_MEM", "512M"))
     GTEST_SKIP() << "needs 512M of RAM, no IOMMU and the 28-bit mask (config highmem)";
   // Fill the low memory first so the allocator hands out high pages.
   Mapping hog(200 * kMiB, PROT_READ | PROT_WRITE);

@@ -117,12 +117,9 @@ inline int submit(int fd, uint32_t queue, const drm_edu_accel_copy_op* ops, uint
                   uint64_t* seqno = nullptr) {
   drm_edu_accel_submit s{};
   s.queue = queue;
-  s.ops = reinterpret_cast<uintptr_t>(ops);
-  s.op_count = nops;
-  s.in_syncs = reinterpret_cast<uintptr_t>(in);
-  s.in_sync_count = nin;
-  s.out_syncs = reinterpret_cast<uintptr_t>(out);
-  s.out_sync_count = nout;
+  s.ops = DRM_EDU_ACCEL_OBJ_ARRAY(nops, ops);
+  s.in_syncs = DRM_EDU_ACCEL_OBJ_ARRAY(nin, in);
+  s.out_syncs = DRM_EDU_ACCEL_OBJ_ARRAY(nout, out);
   int err = call(fd, DRM_IOCTL_EDU_ACCEL_SUBMIT, s);
   if (!err && seqno) *seqno = s.seqno;
   return err;

@@ -150,8 +150,8 @@ class JobTest : public ::testing::Test {
     std::vector<drm_edu_accel_copy_op> ops;
     for (uint64_t at = 0; at < size; at += kChunk) {
       const uint64_t n = std::min<uint64_t>(kChunk, size - at);
-      ops.push_back(op(EDU_ACCEL_OP_H2D, src, src_off + at, 0, 0, n));
-      ops.push_back(op(EDU_ACCEL_OP_D2H, 0, 0, dst, dst_off + at, n));
+      ops.push_back(op(DRM_EDU_ACCEL_OP_H2D, src, src_off + at, 0, 0, n));
+      ops.push_back(op(DRM_EDU_ACCEL_OP_D2H, 0, 0, dst, dst_off + at, n));
       if (ops.size() == EDU_MAX_OPS_FOR_TEST || at + kChunk >= size) {
         const bool last = at + kChunk >= size;
         run(queue, ops, {}, last ? std::vector{sync_point(done)} : std::vector<drm_edu_accel_sync>{});
@@ -190,7 +190,7 @@ TEST_P(Integrity, HostToHostThroughTheDevice) {
   HostBo dst = host_bo(c.dst_off + c.size + 64);
   std::memset(dst.p, 0xee, dst.size);
   const uint32_t done = syncobj();
-  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, c.src_off, dst.handle, c.dst_off, c.size)}, {},
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, c.src_off, dst.handle, c.dst_off, c.size)}, {},
       {sync_point(done)});
   ASSERT_TRUE(wait(done));
   ASSERT_EQ(std::memcmp(dst.p + c.dst_off, src.mem.get() + c.src_off, c.size), 0);
@@ -225,7 +225,7 @@ TEST_F(JobTest, TransfersFollowDmaSegments) {
   ASSERT_EQ(bo_info(fd(), b.handle, &ib), 0);
   const uint64_t before = engine_field(node_.debugfs, "transfers");
   const uint32_t done = syncobj();
-  run(queue_, {op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, n)}, {}, {sync_point(done)});
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, n)}, {}, {sync_point(done)});
   ASSERT_TRUE(wait(done));
   const uint64_t used = engine_field(node_.debugfs, "transfers") - before;
   const uint64_t minimum = 2 * ((n + kChunk - 1) / kChunk);
@@ -241,9 +241,9 @@ TEST_F(JobTest, JobsOfOneQueueRunInOrder) {
   HostBo mid = host_bo(n), dst = host_bo(n);
   const uint32_t done = syncobj();
   // No fence between them: only the queue's order makes the second copy see the first's data.
-  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, mid.handle, 0, n)});
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, mid.handle, 0, n)});
   const uint64_t last =
-      run(queue_, {op(EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {}, {sync_point(done)});
+      run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {}, {sync_point(done)});
   ASSERT_TRUE(wait(done));
   EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), n), 0);
   EXPECT_EQ(slot(queue_)->completed, last);
@@ -259,9 +259,10 @@ TEST_F(JobTest, InFenceOrdersWorkAcrossQueues) {
   // Fill every engine slot the scheduler may hand out (8) from queue_, so the producer below
   // waits in the scheduler. When a slot frees, the scheduler's round robin would pick `other`
   // first: only the in-fence keeps the consumer behind the producer.
-  for (int i = 0; i < 10; ++i) run(queue_, {op(EDU_ACCEL_OP_H2H, filler.handle, 0, sink.handle, 0, kChunk)});
-  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, mid.handle, 0, n)}, {}, {sync_point(tl, 1)});
-  run(other, {op(EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {sync_point(tl, 1)},
+  for (int i = 0; i < 10; ++i)
+    run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, filler.handle, 0, sink.handle, 0, kChunk)});
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, mid.handle, 0, n)}, {}, {sync_point(tl, 1)});
+  run(other, {op(DRM_EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, {sync_point(tl, 1)},
       {sync_point(done)});
   ASSERT_TRUE(wait(done));
   EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), n), 0) << "the consumer ran before its producer";
@@ -272,7 +273,7 @@ TEST_F(JobTest, TimelinePointsSignalInOrder) {
   HostBo dst = host_bo(3 * kChunk);
   const uint32_t tl = syncobj();
   for (uint64_t i = 0; i < 3; ++i)
-    run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, i * kChunk, dst.handle, i * kChunk, kChunk)}, {},
+    run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, i * kChunk, dst.handle, i * kChunk, kChunk)}, {},
         {sync_point(tl, i + 1)});
   uint64_t point = 3;
   ASSERT_EQ(drmSyncobjTimelineWait(fd(), const_cast<uint32_t*>(&tl), &point, 1,
@@ -290,7 +291,7 @@ TEST_F(JobTest, CompletionPageAgreesWithSyncobjWaits) {
   for (int i = 0; i < (slow_dma() ? 3 : 20); ++i) {
     const uint32_t done = syncobj();
     const uint64_t seqno =
-        run(queue_, {op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, kChunk)}, {}, {sync_point(done)});
+        run(queue_, {op(DRM_EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, kChunk)}, {}, {sync_point(done)});
     if (i % 2) {
       // Memory says done -> the fence has signalled (it is signalled right after the write).
       while (slot(queue_)->completed < seqno) sched_yield();
@@ -324,7 +325,7 @@ TEST_F(JobTest, DestroyedQueueStillFinishesItsJobs) {
   UserBo src = user_bo(20000, 6);
   HostBo dst = host_bo(20000);
   const uint32_t done = syncobj();
-  run(q, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 20000)}, {}, {sync_point(done)});
+  run(q, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 20000)}, {}, {sync_point(done)});
   ASSERT_EQ(queue_destroy(fd(), q), 0);
   ASSERT_TRUE(wait(done));
   EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), 20000), 0);
@@ -345,7 +346,7 @@ TEST_F(JobTest, SigkillDuringALongCopyLeaksNothing) {
     if (f.get() < 0 || queue_create(f.get(), &q) || bo_userptr(f.get(), a.data(), n, 0, &ha) ||
         bo_userptr(f.get(), b.data(), n, 0, &hb))
       _exit(1);
-    auto o = op(EDU_ACCEL_OP_H2H, ha, 0, hb, 0, n);
+    auto o = op(DRM_EDU_ACCEL_OP_H2H, ha, 0, hb, 0, n);
     if (submit(f.get(), q.queue, &o, 1, nullptr, 0, nullptr, 0)) _exit(2);
     (void)!write(ready[1], "x", 1);
     pause();
@@ -381,14 +382,14 @@ TEST_F(JobTest, StuckJobTimesOutAndTheQueueCarriesOn) {
   std::ofstream(node_.debugfs + "/fault_drop_irqs") << "1\n";
   const uint32_t failed = syncobj(), ok = syncobj();
   const uint64_t bad =
-      run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
+      run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
   ASSERT_TRUE(wait(failed)) << "the timeout never failed the job";
   EXPECT_EQ(slot(queue_)->failed, bad);
   EXPECT_EQ(slot(queue_)->error, -ETIMEDOUT);
   EXPECT_GE(slot(queue_)->completed, bad);
   std::memset(dst.p, 0, kChunk);
   const uint64_t good =
-      run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(ok)});
+      run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(ok)});
   ASSERT_TRUE(wait(ok));
   EXPECT_EQ(slot(queue_)->completed, good);
   EXPECT_EQ(slot(queue_)->failed, bad) << "the next job must succeed";
@@ -421,7 +422,7 @@ TEST_P(BadSubmitTest, IsRefusedBeforeTheHardware) {
   HostBo src = host_bo(2 * kPage), dst = host_bo(2 * kPage);
   ReadOnlyPage ro_mem;
   uint32_t ro = 0;
-  ASSERT_EQ(bo_userptr(fd(), ro_mem.p, kPage, EDU_ACCEL_BO_USERPTR_READONLY, &ro), 0);
+  ASSERT_EQ(bo_userptr(fd(), ro_mem.p, kPage, DRM_EDU_ACCEL_BO_USERPTR_READONLY, &ro), 0);
   Fd other(node_.render);
   const uint64_t transfers = engine_field(node_.debugfs, "transfers");
   EXPECT_EQ(GetParam().make(*this, queue_, src.handle, dst.handle, ro, other.get()), GetParam().expected);
@@ -441,79 +442,194 @@ TEST_P(BadSubmitTest, IsRefusedBeforeTheHardware) {
 INSTANTIATE_TEST_SUITE_P(
     Table, BadSubmitTest,
     ::testing::Values(
-        BAD("RangePastTheSource", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2H, s, 2 * kPage - 10, d, 0, 11))),
-        BAD("RangePastTheDestination", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2H, s, 0, d, 1, 2 * kPage))),
-        BAD("OffsetPlusSizeWraps", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2H, s, ~0ull - 5, d, 0, 10))),
-        BAD("ZeroSize", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 0))),
-        BAD("DevicePastTheBuffer", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, 0, 4000, 96))),
-        BAD("DeviceFullBuffer", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, 0, 0, 4096))),
-        BAD("H2dWithADestinationHandle", EINVAL, return b.one(q, op(EDU_ACCEL_OP_H2D, s, 0, d, 0, 10))),
-        BAD("D2hWithASourceHandle", EINVAL, return b.one(q, op(EDU_ACCEL_OP_D2H, s, 0, d, 0, 10))),
-        BAD("D2hPastTheDeviceBuffer", EINVAL, return b.one(q, op(EDU_ACCEL_OP_D2H, 0, 4000, d, 0, 96))),
+        BAD("RangePastTheSource", EINVAL,
+            return b.one(q, op(DRM_EDU_ACCEL_OP_H2H, s, 2 * kPage - 10, d, 0, 11))),
+        BAD("RangePastTheDestination", EINVAL,
+            return b.one(q, op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 1, 2 * kPage))),
+        BAD("OffsetPlusSizeWraps", EINVAL, return b.one(q, op(DRM_EDU_ACCEL_OP_H2H, s, ~0ull - 5, d, 0, 10))),
+        BAD("ZeroSize", EINVAL, return b.one(q, op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 0))),
+        BAD("DevicePastTheBuffer", EINVAL, return b.one(q, op(DRM_EDU_ACCEL_OP_H2D, s, 0, 0, 4000, 96))),
+        BAD("DeviceFullBuffer", EINVAL, return b.one(q, op(DRM_EDU_ACCEL_OP_H2D, s, 0, 0, 0, 4096))),
+        BAD("H2dWithADestinationHandle", EINVAL, return b.one(q, op(DRM_EDU_ACCEL_OP_H2D, s, 0, d, 0, 10))),
+        BAD("D2hWithASourceHandle", EINVAL, return b.one(q, op(DRM_EDU_ACCEL_OP_D2H, s, 0, d, 0, 10))),
+        BAD("D2hPastTheDeviceBuffer", EINVAL, return b.one(q, op(DRM_EDU_ACCEL_OP_D2H, 0, 4000, d, 0, 96))),
         BAD("CopyIntoTheCompletionPage", EACCES,
-            return b.one(q, op(EDU_ACCEL_OP_D2H, 0, 0, b.completion_handle_, 0, 8))),
+            return b.one(q, op(DRM_EDU_ACCEL_OP_D2H, 0, 0, b.completion_handle_, 0, 8))),
         BAD("CopyFromTheCompletionPage", EACCES,
-            return b.one(q, op(EDU_ACCEL_OP_H2H, b.completion_handle_, 0, d, 0, 8))),
-        BAD("InSyncPadNotZero", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            return b.one(q, op(DRM_EDU_ACCEL_OP_H2H, b.completion_handle_, 0, d, 0, 8))),
+        BAD("InSyncPadNotZero", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             uint32_t h = b.syncobj(); auto in = sync_point(h); in.pad = 1;
             return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
-        BAD("TooManyInSyncs", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+        BAD("TooManyInSyncs", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             std::vector<drm_edu_accel_sync> in(17, sync_point(b.syncobj()));
             return submit(b.fd(), q, &o, 1, in.data(), 17, nullptr, 0)),
-        BAD("TooManyOutSyncs", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+        BAD("TooManyOutSyncs", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             std::vector<drm_edu_accel_sync> out(17, sync_point(b.syncobj()));
             return submit(b.fd(), q, &o, 1, nullptr, 0, out.data(), 17)),
-        BAD("InSyncsPointerUnmapped", EFAULT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+        BAD("InSyncsPointerUnmapped", EFAULT, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             return submit(b.fd(), q, &o, 1, reinterpret_cast<drm_edu_accel_sync*>(8), 1, nullptr, 0)),
-        BAD("OutSyncsPointerUnmapped", EFAULT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+        BAD("OutSyncsPointerUnmapped", EFAULT, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             return submit(b.fd(), q, &o, 1, nullptr, 0, reinterpret_cast<drm_edu_accel_sync*>(8), 1)),
         BAD(
-            "AnotherFilesSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); uint32_t h = 0;
+            "AnotherFilesSyncobj", ENOENT, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); uint32_t h = 0;
             // A syncobj of the other file that is not also one of this file.
             do {
               if (drmSyncobjCreate(other, DRM_SYNCOBJ_CREATE_SIGNALED, &h)) return -1;
             } while (drmSyncobjWait(b.fd(), &h, 1, 0, 0, nullptr) == 0);
             auto in = sync_point(h); return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
         BAD("UnknownOpType", EINVAL, return b.one(q, op(9, s, 0, d, 0, 10))),
-        BAD("OpFlags", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); o.flags = 1;
+        BAD("OpFlags", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); o.flags = 1;
             return b.one(q, o)),
-        BAD("BogusHandle", ENOENT, return b.one(q, op(EDU_ACCEL_OP_H2H, 0x4444, 0, d, 0, 10))),
+        BAD("BogusHandle", ENOENT, return b.one(q, op(DRM_EDU_ACCEL_OP_H2H, 0x4444, 0, d, 0, 10))),
         BAD(
             "AnotherFilesHandle", ENOENT, uint32_t h = 0; drm_edu_accel_bo_info info;
             // A handle of the other file that is not also a handle of this one.
             do {
               if (bo_create(other, kPage, &h)) return -1;
             } while (bo_info(b.fd(), h, &info) == 0);
-            return b.one(q, op(EDU_ACCEL_OP_H2H, h, 0, d, 0, 10))),
-        BAD("WriteIntoReadOnlyRegistration", EACCES, return b.one(q, op(EDU_ACCEL_OP_D2H, 0, 0, ro, 0, 10))),
-        BAD("BogusQueue", ENOENT, return b.one(q + 100, op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10))),
+            return b.one(q, op(DRM_EDU_ACCEL_OP_H2H, h, 0, d, 0, 10))),
+        BAD("WriteIntoReadOnlyRegistration", EACCES,
+            return b.one(q, op(DRM_EDU_ACCEL_OP_D2H, 0, 0, ro, 0, 10))),
+        BAD("BogusQueue", ENOENT, return b.one(q + 100, op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10))),
         BAD("NoOps", EINVAL, return submit(b.fd(), q, nullptr, 0, nullptr, 0, nullptr, 0)),
         BAD("TooManyOps", EINVAL,
-            std::vector<drm_edu_accel_copy_op> ops(65, op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 1));
+            std::vector<drm_edu_accel_copy_op> ops(65, op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 1));
             return submit(b.fd(), q, ops.data(), 65, nullptr, 0, nullptr, 0)),
         BAD("OpsPointerUnmapped", EFAULT, auto* p = reinterpret_cast<drm_edu_accel_copy_op*>(8);
             return submit(b.fd(), q, p, 1, nullptr, 0, nullptr, 0)),
-        BAD("BogusInSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+        BAD("BogusInSyncobj", ENOENT, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             auto in = sync_point(0x5555); return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
-        BAD("BogusOutSyncobj", ENOENT, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+        BAD("BogusOutSyncobj", ENOENT, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             auto out = sync_point(0x5555); return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
-        BAD("SyncPadNotZero", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); uint32_t h = b.syncobj();
-            auto out = sync_point(h); out.pad = 1; return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
-        BAD("SubmitFlags", EINVAL, auto o = op(EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); drm_edu_accel_submit a{};
-            a.queue = q; a.ops = reinterpret_cast<uintptr_t>(&o); a.op_count = 1; a.flags = 2;
+        BAD("SyncPadNotZero", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            uint32_t h = b.syncobj(); auto out = sync_point(h); out.pad = 1;
+            return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
+        BAD("SubmitFlags", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            drm_edu_accel_submit a{}; a.queue = q; a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(1, &o); a.flags = 2;
             return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
         BAD("QueueCreateFlags", EINVAL, drm_edu_accel_queue_create c{}; c.flags = 1;
             return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
+        BAD("QueueCreatePad", EINVAL, drm_edu_accel_queue_create c{}; c.pad = 1;
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
+        BAD("QueueCreateReserved", EINVAL, drm_edu_accel_queue_create c{}; c.reserved[1] = 1;
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
+        BAD("QueueCreateUnknownPriority", EINVAL, drm_edu_accel_queue_create c{}; c.priority = 3;
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
+        BAD("OpStrideBelowTheFirstLayout", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            drm_edu_accel_submit a{}; a.queue = q; a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(1, &o); a.ops.stride = 32;
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
+        BAD("OpStrideAboveAPage", EINVAL, std::vector<uint8_t> buf(8192);
+            auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); std::memcpy(buf.data(), &o, sizeof o);
+            drm_edu_accel_submit a{}; a.queue = q; a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(1, &o);
+            a.ops.array = reinterpret_cast<uintptr_t>(buf.data()); a.ops.stride = 8192;
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
+        BAD("OpFromANewerLayoutWithAFieldSet", E2BIG, uint8_t buf[48] = {};
+            auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10); std::memcpy(buf, &o, sizeof o); buf[44] = 1;
+            drm_edu_accel_submit a{}; a.queue = q; a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(1, &o); a.ops.stride = 48;
+            a.ops.array = reinterpret_cast<uintptr_t>(buf);
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
+        BAD("SyncStrideBelowTheFirstLayout", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            auto in = sync_point(b.syncobj(DRM_SYNCOBJ_CREATE_SIGNALED)); drm_edu_accel_submit a{};
+            a.queue = q; a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(1, &o); a.in_syncs = DRM_EDU_ACCEL_OBJ_ARRAY(1, &in);
+            a.in_syncs.stride = 8; return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
         BAD("QueueDestroyPad", EINVAL, drm_edu_accel_queue_destroy c{}; c.queue = q; c.pad = 1;
             return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_DESTROY, c))),
     [](const auto& info) { return std::string(info.param.name); });
+
+// A binary built against a newer header passes larger elements: the driver reads the fields
+// it knows, at the caller's stride, as long as the rest is zero.
+TEST_F(JobTest, ArraysOfALargerElementLayoutAreReadAtTheirStride) {
+  struct NewerOp {
+    drm_edu_accel_copy_op op;
+    uint64_t future = 0;
+  };
+  struct NewerSync {
+    drm_edu_accel_sync sync;
+    uint64_t future[2] = {};
+  };
+  UserBo src = user_bo(3 * 1000, 31);
+  HostBo dst = host_bo(3 * 1000);
+  NewerOp ops[3];
+  for (int i = 0; i < 3; ++i)
+    ops[i].op = op(DRM_EDU_ACCEL_OP_H2H, src.handle, i * 1000, dst.handle, i * 1000, 1000);
+  const uint32_t done = syncobj();
+  NewerSync out[1];
+  out[0].sync = sync_point(done);
+  drm_edu_accel_submit a{};
+  a.queue = queue_;
+  a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(3, ops);
+  a.out_syncs = DRM_EDU_ACCEL_OBJ_ARRAY(1, out);
+  ASSERT_EQ(a.ops.stride, 48u);
+  ASSERT_EQ(call(fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a), 0);
+  ASSERT_TRUE(wait(done));
+  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), 3 * 1000), 0) << "ops read at the wrong stride";
+}
+
+// Queue priority orders the jobs waiting for the engine: a HIGH queue's job goes ahead of
+// every NORMAL queue's waiting job. Jobs already handed to the engine (the scheduler's credit
+// limit, 8, counting the gate job) run first, in order: a job waiting on another job of the
+// same scheduler is handed over as soon as that one is (drm_sched relies on the engine's
+// order). Equal queues would take turns, and the HIGH queue, made last, would come last.
+TEST_F(JobTest, HighPriorityQueueRunsAheadOfWaitingNormalQueues) {
+  constexpr int kNormal = 16, kOnTheEngine = 8 - 1;
+  constexpr uint64_t kBig = 64 * 1024;  // 32 transfers: edu takes 100 ms (guest time) for each
+  UserBo src = user_bo(kBig, 41);
+  HostBo dst = host_bo(kBig);
+  // The gate: a job still running when every queue below has its job waiting on it.
+  const uint32_t gate = syncobj();
+  const uint64_t gate_seqno =
+      run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kBig)}, {}, {sync_point(gate)});
+  std::vector<uint32_t> normal;
+  for (int i = 0; i < kNormal; ++i) {
+    normal.push_back(make_queue());
+    run(normal.back(), {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kBig)}, {sync_point(gate)});
+  }
+  drm_edu_accel_queue_create hq{};
+  hq.priority = DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH;
+  ASSERT_EQ(call(fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, hq), 0);
+  auto* high = reinterpret_cast<const volatile drm_edu_accel_completion*>(page_ + hq.completion_offset);
+  const uint32_t high_done = syncobj();
+  run(hq.queue, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 100)}, {sync_point(gate)},
+      {sync_point(high_done)});
+  ASSERT_LT(slot(queue_)->completed, gate_seqno) << "the gate ended before the queues were set up";
+  // A normal job takes >= 3 s of device time: what has ended when the wait returns ran first.
+  ASSERT_TRUE(wait(high_done));
+  int normal_done = 0;
+  for (uint32_t q : normal) normal_done += slot(q)->completed >= 1;
+  EXPECT_LE(normal_done, kOnTheEngine) << "normal jobs that ran before the high-priority one";
+  EXPECT_EQ(high->completed, 1u);
+  const uint64_t deadline = abs_deadline_ns(600);
+  for (uint32_t q : normal)
+    while (slot(q)->completed < 1 && abs_deadline_ns(0) < deadline) usleep(100000);
+}
+
+TEST_F(JobTest, HighPriorityNeedsCapSysNice) {
+  const int f = fd();
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(90);
+    drm_edu_accel_queue_create c{};
+    c.priority = DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH;
+    if (call(f, DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c) != EACCES) _exit(1);
+    c = {};
+    c.priority = DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW;
+    if (call(f, DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c) != 0) _exit(2);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  drm_edu_accel_queue_create c{};
+  c.priority = DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH;
+  EXPECT_EQ(call(fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c), 0) << "root has CAP_SYS_NICE";
+}
 
 TEST_F(JobTest, DebugfsListsQueuesWithTheirProgress) {
   UserBo src = user_bo(100, 8);
   HostBo dst = host_bo(100);
   const uint32_t done = syncobj();
   const uint64_t seqno =
-      run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 100)}, {}, {sync_point(done)});
+      run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 100)}, {}, {sync_point(done)});
   ASSERT_TRUE(wait(done));
   auto text = hostrt::detail::read_text(node_.debugfs + "/queues");
   ASSERT_TRUE(text);
@@ -535,7 +651,7 @@ TEST_F(JobTest, DeviceBufferIsPrivateToItsFile) {
   UserBo secret = user_bo(kChunk, 21);
   for (uint32_t i = 0; i < kChunk; ++i) secret.mem[i] |= 1;  // no zero byte
   const uint32_t up = syncobj();
-  run(queue_, {op(EDU_ACCEL_OP_H2D, secret.handle, 0, 0, 0, kChunk)}, {}, {sync_point(up)});
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2D, secret.handle, 0, 0, 0, kChunk)}, {}, {sync_point(up)});
   ASSERT_TRUE(wait(up));
 
   Fd spy(node_.render);
@@ -546,7 +662,7 @@ TEST_F(JobTest, DeviceBufferIsPrivateToItsFile) {
   uint32_t h = 0, done = 0;
   ASSERT_EQ(bo_userptr(spy.get(), loot.data(), kChunk, 0, &h), 0);
   ASSERT_EQ(drmSyncobjCreate(spy.get(), 0, &done), 0);
-  auto o = op(EDU_ACCEL_OP_D2H, 0, 0, h, 0, kChunk);
+  auto o = op(DRM_EDU_ACCEL_OP_D2H, 0, 0, h, 0, kChunk);
   auto out = sync_point(done);
   ASSERT_EQ(submit(spy.get(), q.queue, &o, 1, nullptr, 0, &out, 1), 0);
   ASSERT_EQ(drmSyncobjWait(spy.get(), &done, 1, static_cast<int64_t>(abs_deadline_ns(600)),
@@ -572,7 +688,7 @@ TEST_F(JobTest, CompletionSlotIsNotReusedWhileItsQueueHasJobs) {
   ASSERT_EQ(queue_create(fd(), &first), 0);
   drop_next_irq(node_.debugfs);  // the job stays on the engine until the timeout fails it
   const uint32_t done = syncobj();
-  run(first.queue, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(done)});
+  run(first.queue, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(done)});
   ASSERT_EQ(queue_destroy(fd(), first.queue), 0);
   const uint32_t next = make_queue();
   EXPECT_NE(next, first.queue);
@@ -600,7 +716,7 @@ TEST_F(JobTest, TimedOutJobReportsItsErrorOnItsOutFence) {
   ASSERT_TRUE(engine_idle(600));
   drop_next_irq(node_.debugfs);
   const uint32_t failed = syncobj();
-  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
   ASSERT_TRUE(wait(failed));
   EXPECT_EQ(slot(queue_)->error, -ETIMEDOUT);
   EXPECT_EQ(sync_file_status(fd(), failed), -ETIMEDOUT) << "the out-fence reads as a success";
@@ -615,8 +731,8 @@ TEST_F(JobTest, JobAfterAFailedInFenceIsCancelled) {
   ASSERT_TRUE(engine_idle(600));
   drop_next_irq(node_.debugfs);
   const uint32_t failed = syncobj(), after = syncobj();
-  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
-  const uint64_t dependent = run(other, {op(EDU_ACCEL_OP_H2H, src2.handle, 0, dst2.handle, 0, kChunk)},
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(failed)});
+  const uint64_t dependent = run(other, {op(DRM_EDU_ACCEL_OP_H2H, src2.handle, 0, dst2.handle, 0, kChunk)},
                                  {sync_point(failed)}, {sync_point(after)});
   ASSERT_TRUE(wait(after));
   EXPECT_EQ(slot(other)->completed, dependent);
@@ -634,7 +750,7 @@ TEST_F(JobTest, StrayInterruptsDoNotEndATransferEarly) {
   UserBo src = user_bo(n, 26);
   HostBo dst = host_bo(n);
   const uint32_t done = syncobj();
-  run(queue_, {op(EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, n)}, {}, {sync_point(done)});
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, n)}, {}, {sync_point(done)});
   for (int i = 0; i < 40; ++i) {
     std::ofstream(node_.debugfs + "/fault_raise_irqs") << "1\n";
     usleep(slow_dma() ? 20000 : 2000);
@@ -656,7 +772,7 @@ TEST_F(JobTest, OutstandingJobsPerFileAreBounded) {
   uint64_t accepted = 0;
   int err = 0;
   while (accepted <= max) {
-    auto o = op(EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, 16);
+    auto o = op(DRM_EDU_ACCEL_OP_H2D, src.handle, 0, 0, 0, 16);
     auto out = sync_point(done);
     err = submit(fd(), queue_, &o, 1, nullptr, 0, &out, 1);
     if (err) break;
@@ -675,17 +791,17 @@ TEST_F(JobTest, OversizedJobIsRefused) {
   uint64_t mib = 0;
   ASSERT_TRUE(pf >> mib);
   HostBo a = host_bo(mib * kMiB), b = host_bo(mib * kMiB);
-  auto o = op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 2 + 1);
+  auto o = op(DRM_EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 2 + 1);
   EXPECT_EQ(submit(fd(), queue_, &o, 1, nullptr, 0, nullptr, 0), E2BIG);
-  std::vector<drm_edu_accel_copy_op> many(2,
-                                          op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 4 + 1));
+  std::vector<drm_edu_accel_copy_op> many(
+      2, op(DRM_EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 4 + 1));
   EXPECT_EQ(submit(fd(), queue_, many.data(), 2, nullptr, 0, nullptr, 0), E2BIG) << "the budget is per job";
-  auto small = op(EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, 3 * kChunk);
+  auto small = op(DRM_EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, 3 * kChunk);
   EXPECT_EQ(submit(fd(), queue_, &small, 1, nullptr, 0, nullptr, 0), 0);
 }
 
 TEST_F(JobTest, QueuesPerFileAreBounded) {
-  const uint64_t max = param(fd(), EDU_ACCEL_PARAM_MAX_QUEUES);
+  const uint64_t max = param(fd(), DRM_EDU_ACCEL_PARAM_MAX_QUEUES);
   ASSERT_EQ(max, 63u);
   std::vector<uint32_t> ids{queue_};
   drm_edu_accel_queue_create q;

@@ -45,7 +45,7 @@ testing::AssertionResult verified_copy(const std::string& render, uint32_t seed)
   if (bo_userptr(f.get(), src.data(), src.size(), 0, &hs) ||
       bo_userptr(f.get(), dst.data(), dst.size(), 0, &hd) || drmSyncobjCreate(f.get(), 0, &done))
     return testing::AssertionFailure() << "BO or syncobj setup failed";
-  auto o = op(EDU_ACCEL_OP_H2H, hs, 0, hd, 0, src.size());
+  auto o = op(DRM_EDU_ACCEL_OP_H2H, hs, 0, hd, 0, src.size());
   auto out = sync_point(done);
   if (int e = submit(f.get(), q.queue, &o, 1, nullptr, 0, &out, 1))
     return testing::AssertionFailure() << "SUBMIT " << e;
@@ -90,7 +90,7 @@ int stream_until_enodev(const std::string& render, int ready_fd) {
   if (m == MAP_FAILED) return 12;
   (void)!write(ready_fd, "x", 1);
   for (int i = 0; i < 100000; ++i) {
-    auto o = op(EDU_ACCEL_OP_H2H, hu, 0, hb, 0, n);
+    auto o = op(DRM_EDU_ACCEL_OP_H2H, hu, 0, hb, 0, n);
     auto out = sync_point(done);
     uint64_t seqno = 0;
     const int err = submit(f.get(), q.queue, &o, 1, nullptr, 0, &out, 1, &seqno);
@@ -154,7 +154,7 @@ TEST_F(UnplugTest, FileOpenAcrossUnbindGetsEnodevAndClosesCleanly) {
   EXPECT_EQ(p[0], 42) << "the memory of a live mapping must stay";
   uint32_t h2 = 0;
   EXPECT_EQ(bo_create(f.get(), kPage, &h2), ENODEV);
-  auto o = op(EDU_ACCEL_OP_H2H, h, 0, h, kPage, 10);
+  auto o = op(DRM_EDU_ACCEL_OP_H2H, h, 0, h, kPage, 10);
   EXPECT_EQ(submit(f.get(), q.queue, &o, 1, nullptr, 0, nullptr, 0), ENODEV);
   EXPECT_EQ(queue_destroy(f.get(), q.queue), ENODEV);  // DRM's core refuses every ioctl now
   munmap(p, 4 * kPage);

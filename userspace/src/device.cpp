@@ -43,7 +43,7 @@ std::uint64_t Device::param(std::uint32_t p) const {
   return live(core_, "param").backend("param").get_param(p);
 }
 
-std::uint64_t Device::pinned_bytes() const { return param(EDU_ACCEL_PARAM_PINNED_BYTES); }
+std::uint64_t Device::pinned_bytes() const { return param(DRM_EDU_ACCEL_PARAM_PINNED_BYTES); }
 
 PinnedBuffer Device::host_alloc(std::size_t bytes, unsigned flags) {
   live(core_, "host_alloc");

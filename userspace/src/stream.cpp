@@ -127,7 +127,20 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
   op.dst_offset = to.offset;
 
   if (!from.pageable && !to.pageable) {
-    s.submit({&op, 1});
+    // The driver bounds the device traffic of one job (so no job holds the one engine for
+    // long): a larger copy goes as several jobs, back to back on the stream.
+    const std::size_t per_job = caps.max_job_bytes / (kind == CopyKind::H2H ? 2 : 1);
+    if (per_job == 0 || n <= per_job) {
+      s.submit({&op, 1});
+      return;
+    }
+    for (std::size_t done = 0; done < n; done += per_job) {
+      detail::CopyOp o = op;
+      o.size = std::min(n - done, per_job);
+      o.src_offset = from.offset + done;
+      o.dst_offset = to.offset + done;
+      s.submit({&o, 1});
+    }
     return;
   }
   // Pageable memory is staged chunk by chunk through the stream's ring (see stream.hpp for

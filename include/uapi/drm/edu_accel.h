@@ -27,6 +27,15 @@
 extern "C" {
 #endif
 
+/*
+ * The interface version, one number for both ways of asking: DRM_IOCTL_VERSION reports it as
+ * major.minor, GET_PARAM %DRM_EDU_ACCEL_PARAM_DRIVER_VERSION as (major << 16) | minor. The
+ * minor grows when something is added, the major when something changes or goes away.
+ * 2.0: SUBMIT arrays carry their element stride, QUEUE_CREATE a priority, DRM_ prefixes.
+ */
+#define DRM_EDU_ACCEL_VERSION_MAJOR	2
+#define DRM_EDU_ACCEL_VERSION_MINOR	0
+
 #define DRM_EDU_ACCEL_GET_PARAM		0x00
 #define DRM_EDU_ACCEL_BO_CREATE		0x01
 #define DRM_EDU_ACCEL_BO_USERPTR	0x02
@@ -52,34 +61,39 @@ extern "C" {
 
 /**
  * enum drm_edu_accel_param - what DRM_IOCTL_EDU_ACCEL_GET_PARAM can report
- * @EDU_ACCEL_PARAM_DRIVER_VERSION: (major << 16) | minor of the interface; minor grows when
- *	something is added, major when something is removed.
- * @EDU_ACCEL_PARAM_DMA_MASK_BITS: width of the device's DMA addresses.
- * @EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE: bytes of device memory (edu's buffer: 4096).
- * @EDU_ACCEL_PARAM_MAX_TRANSFER: largest single device transfer (4095 on QEMU 7.2).
- * @EDU_ACCEL_PARAM_IOMMU: 1 when DMA goes through a translating IOMMU, else 0.
- * @EDU_ACCEL_PARAM_MAX_BO_SIZE: largest size BO_CREATE or BO_USERPTR accepts.
- * @EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE: largest DMA segment the device's mappings use.
- * @EDU_ACCEL_PARAM_MAX_QUEUES: queues one open file may have at once.
- * @EDU_ACCEL_PARAM_MAX_OPS: copy operations one SUBMIT may carry.
- * @EDU_ACCEL_PARAM_PINNED_BYTES: bytes this file currently has pinned (userptr) or allocated
+ * @DRM_EDU_ACCEL_PARAM_DRIVER_VERSION: (%DRM_EDU_ACCEL_VERSION_MAJOR << 16) |
+ *	%DRM_EDU_ACCEL_VERSION_MINOR of the running driver.
+ * @DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS: width of the device's DMA addresses.
+ * @DRM_EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE: bytes of device memory (edu's buffer: 4096).
+ * @DRM_EDU_ACCEL_PARAM_MAX_TRANSFER: largest single device transfer (4095 on QEMU 7.2).
+ * @DRM_EDU_ACCEL_PARAM_IOMMU: 1 when DMA goes through a translating IOMMU, else 0.
+ * @DRM_EDU_ACCEL_PARAM_MAX_BO_SIZE: largest size BO_CREATE or BO_USERPTR accepts.
+ * @DRM_EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE: largest DMA segment the device's mappings use.
+ * @DRM_EDU_ACCEL_PARAM_MAX_QUEUES: queues one open file may have at once.
+ * @DRM_EDU_ACCEL_PARAM_MAX_OPS: copy operations one SUBMIT may carry.
+ * @DRM_EDU_ACCEL_PARAM_MAX_SYNCS: in-syncs, and out-syncs, one SUBMIT may carry.
+ * @DRM_EDU_ACCEL_PARAM_MAX_JOB_BYTES: device traffic one SUBMIT may carry, H2H counted
+ *	twice (it crosses the device both ways); split larger copies into several jobs.
+ * @DRM_EDU_ACCEL_PARAM_PINNED_BYTES: bytes this file currently has pinned (userptr) or allocated
  *	(BO_CREATE), as charged to it.
- * @EDU_ACCEL_PARAM_COMPLETION_HANDLE: GEM handle of this file's completion page (created on
+ * @DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE: GEM handle of this file's completion page (created on
  *	first use; the same page QUEUE_CREATE reports), where &struct drm_edu_accel_file_status
  *	sits at %DRM_EDU_ACCEL_FILE_STATUS_OFFSET.
  */
 enum drm_edu_accel_param {
-	EDU_ACCEL_PARAM_DRIVER_VERSION = 0,
-	EDU_ACCEL_PARAM_DMA_MASK_BITS = 1,
-	EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE = 2,
-	EDU_ACCEL_PARAM_MAX_TRANSFER = 3,
-	EDU_ACCEL_PARAM_IOMMU = 4,
-	EDU_ACCEL_PARAM_MAX_BO_SIZE = 5,
-	EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE = 6,
-	EDU_ACCEL_PARAM_MAX_QUEUES = 7,
-	EDU_ACCEL_PARAM_MAX_OPS = 8,
-	EDU_ACCEL_PARAM_PINNED_BYTES = 9,
-	EDU_ACCEL_PARAM_COMPLETION_HANDLE = 10,
+	DRM_EDU_ACCEL_PARAM_DRIVER_VERSION = 0,
+	DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS = 1,
+	DRM_EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE = 2,
+	DRM_EDU_ACCEL_PARAM_MAX_TRANSFER = 3,
+	DRM_EDU_ACCEL_PARAM_IOMMU = 4,
+	DRM_EDU_ACCEL_PARAM_MAX_BO_SIZE = 5,
+	DRM_EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE = 6,
+	DRM_EDU_ACCEL_PARAM_MAX_QUEUES = 7,
+	DRM_EDU_ACCEL_PARAM_MAX_OPS = 8,
+	DRM_EDU_ACCEL_PARAM_PINNED_BYTES = 9,
+	DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE = 10,
+	DRM_EDU_ACCEL_PARAM_MAX_SYNCS = 11,
+	DRM_EDU_ACCEL_PARAM_MAX_JOB_BYTES = 12,
 };
 
 /**
@@ -123,15 +137,15 @@ struct drm_edu_accel_bo_create {
 };
 
 /* The device only reads this memory (it is a copy source): no FOLL_WRITE, read-only pages OK. */
-#define EDU_ACCEL_BO_USERPTR_READONLY	(1u << 0)
-#define EDU_ACCEL_BO_USERPTR_FLAGS	EDU_ACCEL_BO_USERPTR_READONLY
+#define DRM_EDU_ACCEL_BO_USERPTR_READONLY	(1u << 0)
+#define DRM_EDU_ACCEL_BO_USERPTR_FLAGS	DRM_EDU_ACCEL_BO_USERPTR_READONLY
 
 /**
  * struct drm_edu_accel_bo_userptr - pin an existing range of this process's memory for the
  * device (the cudaHostRegister analogue)
  * @user_ptr: in, start of the range; need not be page aligned
  * @size: in, bytes, 1..MAX_BO_SIZE; need not be page aligned
- * @flags: in, EDU_ACCEL_BO_USERPTR_*
+ * @flags: in, DRM_EDU_ACCEL_BO_USERPTR_*
  * @handle: out, GEM handle; DRM_IOCTL_GEM_CLOSE unpins once no job uses the memory
  *
  * The pages covering the range are pinned (FOLL_LONGTERM) and charged to RLIMIT_MEMLOCK
@@ -148,7 +162,7 @@ struct drm_edu_accel_bo_create {
  *
  * The pages stay pinned until the BO is freed, whatever happens to the range. When the range
  * is unmapped, remapped or its pages dropped (munmap, mremap, MADV_DONTNEED), the BO is
- * marked invalid (BO_INFO flag %EDU_ACCEL_BO_INFO_INVALIDATED), the file's
+ * marked invalid (BO_INFO flag %DRM_EDU_ACCEL_BO_INFO_INVALIDATED), the file's
  * &drm_edu_accel_file_status.invalidations grows, and SUBMIT naming the BO fails with
  * -ESTALE: register the range again. Jobs queued before keep using the old pages.
  * Protection changes and fork() do not invalidate (a pinned page stays the parent's).
@@ -161,15 +175,15 @@ struct drm_edu_accel_bo_userptr {
 };
 
 /* BO_INFO flags */
-#define EDU_ACCEL_BO_INFO_USERPTR	(1u << 0)	/* made by BO_USERPTR */
-#define EDU_ACCEL_BO_INFO_READONLY	(1u << 1)	/* the device may only read it */
+#define DRM_EDU_ACCEL_BO_INFO_USERPTR	(1u << 0)	/* made by BO_USERPTR */
+#define DRM_EDU_ACCEL_BO_INFO_READONLY	(1u << 1)	/* the device may only read it */
 /* userptr: the range was unmapped or remapped since registration; SUBMIT refuses the BO */
-#define EDU_ACCEL_BO_INFO_INVALIDATED	(1u << 2)
+#define DRM_EDU_ACCEL_BO_INFO_INVALIDATED	(1u << 2)
 
 /**
  * struct drm_edu_accel_bo_info - describe a BO
  * @handle: in, GEM handle of this file
- * @flags: out, EDU_ACCEL_BO_INFO_* (%EDU_ACCEL_BO_INFO_INVALIDATED for a userptr BO whose
+ * @flags: out, DRM_EDU_ACCEL_BO_INFO_* (%DRM_EDU_ACCEL_BO_INFO_INVALIDATED for a userptr BO whose
  *	range changed since it was registered)
  * @size: out, usable bytes (the size passed at creation, rounded up to pages for BO_CREATE)
  * @mmap_offset: out, for BO_CREATE objects; 0 for userptr objects
@@ -231,25 +245,48 @@ struct drm_edu_accel_file_status {
 };
 
 /**
+ * enum drm_edu_accel_queue_priority - which queue's ready job the engine takes next
+ * @DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL: the default.
+ * @DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW: runs when no normal or high queue has a ready job.
+ * @DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH: ahead of normal and low queues, of every file; needs
+ *	CAP_SYS_NICE.
+ *
+ * Priority orders jobs that are ready (in-syncs signalled) and not yet on the engine; the
+ * engine never preempts a running job. Queues of equal priority take turns.
+ */
+enum drm_edu_accel_queue_priority {
+	DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL = 0,
+	DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW = 1,
+	DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH = 2,
+};
+
+/**
  * struct drm_edu_accel_queue_create - create a queue (a stream): jobs run in submission order
  * @flags: in, must be zero
+ * @priority: in, an &enum drm_edu_accel_queue_priority
  * @queue: out, queue id, valid in this file only
  * @completion_handle: out, GEM handle of this file's completion page (the same for every
  *	queue of the file); mmap it PROT_READ, MAP_SHARED at its BO_INFO mmap_offset
  * @completion_offset: out, byte offset of this queue's &struct drm_edu_accel_completion in
  *	that page
+ * @pad: in, must be zero
+ * @reserved: in, must be zero
  *
  * A queue's id and slot are not handed to a new queue before every job of the old one has
  * ended (QUEUE_DESTROY does not wait for that).
  *
- * Errors: -EINVAL (nonzero @flags), -ENOSPC (MAX_QUEUES queues, counting destroyed ones
- * whose jobs still run), -ENOMEM, -ENODEV.
+ * Errors: -EINVAL (nonzero @flags, @pad or @reserved, unknown @priority), -EACCES (HIGH
+ * priority without CAP_SYS_NICE), -ENOSPC (MAX_QUEUES queues, counting destroyed ones whose
+ * jobs still run), -ENOMEM, -ENODEV.
  */
 struct drm_edu_accel_queue_create {
 	__u32 flags;
+	__u32 priority;
 	__u32 queue;
 	__u32 completion_handle;
 	__u32 completion_offset;
+	__u32 pad;
+	__u64 reserved[2];
 };
 
 /**
@@ -269,15 +306,15 @@ struct drm_edu_accel_queue_destroy {
 
 /**
  * enum drm_edu_accel_op_type - what one copy operation does
- * @EDU_ACCEL_OP_H2D: BO range -> device buffer; @dst_handle must be 0, @dst_offset is a
+ * @DRM_EDU_ACCEL_OP_H2D: BO range -> device buffer; @dst_handle must be 0, @dst_offset is a
  *	device buffer offset and @dst_offset + @size <= MAX_TRANSFER
- * @EDU_ACCEL_OP_D2H: device buffer -> BO range; @src_handle must be 0, likewise for @src_offset
- * @EDU_ACCEL_OP_H2H: BO range -> BO range of any size, staged through the device buffer
+ * @DRM_EDU_ACCEL_OP_D2H: device buffer -> BO range; @src_handle must be 0, likewise for @src_offset
+ * @DRM_EDU_ACCEL_OP_H2H: BO range -> BO range of any size, staged through the device buffer
  */
 enum drm_edu_accel_op_type {
-	EDU_ACCEL_OP_H2D = 1,
-	EDU_ACCEL_OP_D2H = 2,
-	EDU_ACCEL_OP_H2H = 3,
+	DRM_EDU_ACCEL_OP_H2D = 1,
+	DRM_EDU_ACCEL_OP_D2H = 2,
+	DRM_EDU_ACCEL_OP_H2H = 3,
 };
 
 /**
@@ -313,18 +350,36 @@ struct drm_edu_accel_sync {
 };
 
 /**
+ * struct drm_edu_accel_obj_array - an array of structs in user memory that says how far apart
+ * its elements are, so that the element struct can grow
+ * @stride: in, bytes from one element to the next: at least the element's size in interface
+ *	2.0 (&struct drm_edu_accel_copy_op: 40, &struct drm_edu_accel_sync: 16), at most 4096.
+ *	A caller built against a newer header may pass a larger element: the bytes this driver
+ *	does not know must be zero (else -E2BIG); a caller built against an older one a smaller
+ *	element: the fields it lacks read as zero.
+ * @count: in, number of elements
+ * @array: in, pointer to the first element; not read when @count is 0
+ */
+struct drm_edu_accel_obj_array {
+	__u32 stride;
+	__u32 count;
+	__u64 array;
+};
+
+/* Fills a &struct drm_edu_accel_obj_array for an array of n elements of its own type. */
+#define DRM_EDU_ACCEL_OBJ_ARRAY(n, ptr) \
+	{ .stride = sizeof((ptr)[0]), .count = (n), .array = (__u64)(__UINTPTR_TYPE__)(ptr) }
+
+/**
  * struct drm_edu_accel_submit - queue one job: its copies run in order, after every in-sync
  * has signalled and after the previous job of the same queue
  * @queue: in, queue id
  * @flags: in, must be zero
- * @ops: in, pointer to an array of &struct drm_edu_accel_copy_op
- * @op_count: in, 1..MAX_OPS
- * @in_sync_count: in, entries of @in_syncs
- * @in_syncs: in, pointer to &struct drm_edu_accel_sync that must signal before the job runs
- * @out_syncs: in, pointer to &struct drm_edu_accel_sync signalled when the job ends
- *	(timeline points are added; binary syncobjs have their fence replaced)
- * @out_sync_count: in, entries of @out_syncs
- * @pad: in, must be zero
+ * @ops: in, the job's &struct drm_edu_accel_copy_op, 1..MAX_OPS of them
+ * @in_syncs: in, &struct drm_edu_accel_sync that must signal before the job runs,
+ *	0..MAX_SYNCS of them
+ * @out_syncs: in, &struct drm_edu_accel_sync signalled when the job ends (timeline points
+ *	are added; binary syncobjs have their fence replaced), 0..MAX_SYNCS of them
  * @seqno: out, the job's sequence number on its queue (1, 2, 3 ...); the queue's completion
  *	slot reaches it when the job has ended
  *
@@ -341,24 +396,22 @@ struct drm_edu_accel_sync {
  * traffic (default 16, H2H counted twice) so that no job holds the one engine for long:
  * split larger copies into several jobs.
  *
- * Errors: -EINVAL (nonzero @flags/@pad/op flags/sync pad, @op_count 0 or above MAX_OPS,
- * more than 16 in- or out-syncs, unknown op type, a handle where none belongs, a range
+ * Errors: -EINVAL (nonzero @flags/op flags/sync pad, no op or more than MAX_OPS, more than
+ * MAX_SYNCS in- or out-syncs, a stride below the 2.0 element size or above 4096, unknown op
+ * type, a handle where none belongs, a range
  * outside its BO or past MAX_TRANSFER on the device side, size 0), -ENOENT (unknown queue,
  * BO handle or syncobj of this file), -EACCES (a write into a READONLY registration, or
  * a copy naming the completion page), -ESTALE (an invalidated userptr BO), -EFAULT (an
- * unreadable array), -EBUSY (max_jobs_per_file reached), -E2BIG (over max_job_mib),
+ * unreadable array), -E2BIG (nonzero bytes past the known part of an element, or over
+ * max_job_mib), -EBUSY (max_jobs_per_file reached),
  * -ENOMEM, -ENODEV.
  */
 struct drm_edu_accel_submit {
 	__u32 queue;
 	__u32 flags;
-	__u64 ops;
-	__u32 op_count;
-	__u32 in_sync_count;
-	__u64 in_syncs;
-	__u64 out_syncs;
-	__u32 out_sync_count;
-	__u32 pad;
+	struct drm_edu_accel_obj_array ops;
+	struct drm_edu_accel_obj_array in_syncs;
+	struct drm_edu_accel_obj_array out_syncs;
 	__u64 seqno;
 };
 

@@ -59,6 +59,7 @@ struct Capabilities {
   std::size_t max_segment_size = 0;
   unsigned max_queues = 0;
   unsigned max_ops = 0;
+  std::size_t max_job_bytes = 0;  // device traffic per job (H2H twice); 0: no limit reported
 };
 
 // What hostrt knows about a host address (cudaPointerGetAttributes analogue).

@@ -31,17 +31,18 @@ std::uint64_t param_or_zero(DeviceBackend& b, std::uint32_t p) noexcept {
 DeviceCore::DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index, Backend kind)
     : backend_(std::move(backend)), index_(index), kind_(kind), fork_generation_(fork_generation()) {
   DeviceBackend& b = *backend_;
-  const std::uint64_t v = param_or_zero(b, EDU_ACCEL_PARAM_DRIVER_VERSION);
+  const std::uint64_t v = param_or_zero(b, DRM_EDU_ACCEL_PARAM_DRIVER_VERSION);
   caps_.version_major = static_cast<std::uint32_t>(v >> 16);
   caps_.version_minor = static_cast<std::uint32_t>(v & 0xffff);
-  caps_.dma_mask_bits = static_cast<unsigned>(param_or_zero(b, EDU_ACCEL_PARAM_DMA_MASK_BITS));
-  caps_.device_buffer_size = param_or_zero(b, EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE);
-  caps_.max_transfer = param_or_zero(b, EDU_ACCEL_PARAM_MAX_TRANSFER);
-  caps_.iommu = param_or_zero(b, EDU_ACCEL_PARAM_IOMMU) != 0;
-  caps_.max_bo_size = param_or_zero(b, EDU_ACCEL_PARAM_MAX_BO_SIZE);
-  caps_.max_segment_size = param_or_zero(b, EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE);
-  caps_.max_queues = static_cast<unsigned>(param_or_zero(b, EDU_ACCEL_PARAM_MAX_QUEUES));
-  caps_.max_ops = static_cast<unsigned>(param_or_zero(b, EDU_ACCEL_PARAM_MAX_OPS));
+  caps_.dma_mask_bits = static_cast<unsigned>(param_or_zero(b, DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS));
+  caps_.device_buffer_size = param_or_zero(b, DRM_EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE);
+  caps_.max_transfer = param_or_zero(b, DRM_EDU_ACCEL_PARAM_MAX_TRANSFER);
+  caps_.iommu = param_or_zero(b, DRM_EDU_ACCEL_PARAM_IOMMU) != 0;
+  caps_.max_bo_size = param_or_zero(b, DRM_EDU_ACCEL_PARAM_MAX_BO_SIZE);
+  caps_.max_segment_size = param_or_zero(b, DRM_EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE);
+  caps_.max_queues = static_cast<unsigned>(param_or_zero(b, DRM_EDU_ACCEL_PARAM_MAX_QUEUES));
+  caps_.max_ops = static_cast<unsigned>(param_or_zero(b, DRM_EDU_ACCEL_PARAM_MAX_OPS));
+  caps_.max_job_bytes = param_or_zero(b, DRM_EDU_ACCEL_PARAM_MAX_JOB_BYTES);
   // Never trust a missing limit to mean "unlimited": edu's buffer is 4096 bytes and a
   // transfer reaching its end kills QEMU 7.2.
   if (caps_.device_buffer_size == 0) caps_.device_buffer_size = 4096;
@@ -138,7 +139,7 @@ std::shared_ptr<Allocation> Allocation::register_range(const std::shared_ptr<Dev
   auto a = std::make_shared<Allocation>(dev, MemoryType::Registered);
   a->bo_.ptr = ptr;
   a->registered_ = true;
-  a->bo_ = be.register_user(ptr, bytes, ro ? EDU_ACCEL_BO_USERPTR_READONLY : 0u);
+  a->bo_ = be.register_user(ptr, bytes, ro ? DRM_EDU_ACCEL_BO_USERPTR_READONLY : 0u);
   a->size_ = bytes;
   registry().set_handle(begin, a->bo_.handle);
   // A child must not get copy-on-write copies of pinned pages: the parent's first write would

@@ -146,7 +146,7 @@ const unsigned char* DrmBackend::completion_page(std::uint32_t handle, std::size
 
 const std::uint64_t* DrmBackend::invalidation_counter() {
   drm_edu_accel_get_param p{};
-  p.param = EDU_ACCEL_PARAM_COMPLETION_HANDLE;
+  p.param = DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE;
   if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_GET_PARAM, &p)) {
     if (errno == EINVAL) return nullptr;  // a driver before interface 1.1
     throw_errno(errno, "GET_PARAM COMPLETION_HANDLE");
@@ -164,7 +164,7 @@ bool DrmBackend::registration_stale(std::uint32_t handle) {
   drm_edu_accel_bo_info info{};
   info.handle = handle;
   if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_INFO, &info)) throw_errno(errno, "BO_INFO");
-  return (info.flags & EDU_ACCEL_BO_INFO_INVALIDATED) != 0;
+  return (info.flags & DRM_EDU_ACCEL_BO_INFO_INVALIDATED) != 0;
 }
 
 QueueInfo DrmBackend::create_queue() {
@@ -205,16 +205,23 @@ void DrmBackend::wait_timeline(std::uint32_t handle, std::uint64_t point) {
   if (r) throw_errno(r < 0 && r != -1 ? -r : errno, "SYNCOBJ_TIMELINE_WAIT point " + std::to_string(point));
 }
 
+namespace {
+// The element size this binary was built with travels along: the driver accepts older and
+// newer element layouts.
+template <typename T>
+drm_edu_accel_obj_array array_of(std::span<const T> items) {
+  return {static_cast<std::uint32_t>(sizeof(T)), static_cast<std::uint32_t>(items.size()),
+          to_u64(items.data())};
+}
+}  // namespace
+
 std::uint64_t DrmBackend::submit(std::uint32_t queue, std::span<const CopyOp> ops,
                                  std::span<const SyncPoint> in_syncs, std::span<const SyncPoint> out_syncs) {
   drm_edu_accel_submit a{};
   a.queue = queue;
-  a.ops = to_u64(ops.data());
-  a.op_count = static_cast<std::uint32_t>(ops.size());
-  a.in_syncs = to_u64(in_syncs.data());
-  a.in_sync_count = static_cast<std::uint32_t>(in_syncs.size());
-  a.out_syncs = to_u64(out_syncs.data());
-  a.out_sync_count = static_cast<std::uint32_t>(out_syncs.size());
+  a.ops = array_of(ops);
+  a.in_syncs = array_of(in_syncs);
+  a.out_syncs = array_of(out_syncs);
   if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_SUBMIT, &a))
     throw_errno(errno, "SUBMIT on queue " + std::to_string(queue));
   return a.seqno;

@@ -71,25 +71,29 @@ std::string EmulatedBackend::name() const { return "emulated edu #" + std::to_st
 
 std::uint64_t EmulatedBackend::get_param(std::uint32_t param) {
   switch (param) {
-    case EDU_ACCEL_PARAM_DRIVER_VERSION:
-      return (1u << 16) | 0u;
-    case EDU_ACCEL_PARAM_DMA_MASK_BITS:
+    case DRM_EDU_ACCEL_PARAM_DRIVER_VERSION:
+      return (DRM_EDU_ACCEL_VERSION_MAJOR << 16) | DRM_EDU_ACCEL_VERSION_MINOR;
+    case DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS:
       return 28;
-    case EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE:
+    case DRM_EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE:
       return kDeviceBufferSize;
-    case EDU_ACCEL_PARAM_MAX_TRANSFER:
+    case DRM_EDU_ACCEL_PARAM_MAX_TRANSFER:
       return kMaxTransfer;
-    case EDU_ACCEL_PARAM_IOMMU:
+    case DRM_EDU_ACCEL_PARAM_IOMMU:
       return 0;
-    case EDU_ACCEL_PARAM_MAX_BO_SIZE:
+    case DRM_EDU_ACCEL_PARAM_MAX_BO_SIZE:
       return kMaxBoSize;
-    case EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE:
+    case DRM_EDU_ACCEL_PARAM_MAX_SEGMENT_SIZE:
       return 65536;
-    case EDU_ACCEL_PARAM_MAX_QUEUES:
+    case DRM_EDU_ACCEL_PARAM_MAX_QUEUES:
       return kMaxQueues;
-    case EDU_ACCEL_PARAM_MAX_OPS:
+    case DRM_EDU_ACCEL_PARAM_MAX_OPS:
       return kMaxOps;
-    case EDU_ACCEL_PARAM_PINNED_BYTES: {
+    case DRM_EDU_ACCEL_PARAM_MAX_SYNCS:
+      return kMaxSyncs;
+    case DRM_EDU_ACCEL_PARAM_MAX_JOB_BYTES:
+      return kMaxJobBytes;
+    case DRM_EDU_ACCEL_PARAM_PINNED_BYTES: {
       std::lock_guard lk(m_);
       return pinned_bytes_;
     }
@@ -138,7 +142,7 @@ void EmulatedBackend::unlock_pages(std::uintptr_t first, std::uintptr_t last) no
 }
 
 BoMapping EmulatedBackend::register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) {
-  if (!ptr || bytes == 0 || bytes > kMaxBoSize || (uapi_flags & ~EDU_ACCEL_BO_USERPTR_FLAGS))
+  if (!ptr || bytes == 0 || bytes > kMaxBoSize || (uapi_flags & ~DRM_EDU_ACCEL_BO_USERPTR_FLAGS))
     throw_errno(EINVAL, "BO_USERPTR");
   const std::size_t ps = page_size();
   const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
@@ -153,7 +157,7 @@ BoMapping EmulatedBackend::register_user(void* ptr, std::size_t bytes, std::uint
   auto bo = std::make_shared<Bo>();
   bo->ptr = static_cast<unsigned char*>(ptr);
   bo->size = bytes;
-  bo->readonly = uapi_flags & EDU_ACCEL_BO_USERPTR_READONLY;
+  bo->readonly = uapi_flags & DRM_EDU_ACCEL_BO_USERPTR_READONLY;
   std::lock_guard lk(m_);
   lock_pages(first, last);
   bo->handle = next_handle_++;
@@ -247,27 +251,30 @@ std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyO
     throw_errno(ENOENT, "SUBMIT: no queue " + std::to_string(queue));
   if (ops.empty() || ops.size() > kMaxOps)
     throw_errno(EINVAL, "SUBMIT: op_count " + std::to_string(ops.size()));
+  if (in_syncs.size() > kMaxSyncs || out_syncs.size() > kMaxSyncs)
+    throw_errno(EINVAL, "SUBMIT: more than " + std::to_string(kMaxSyncs) + " in- or out-syncs");
   // Everything is validated before anything is queued, as the driver does.
   Job job;
+  std::uint64_t traffic = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const CopyOp& op = ops[i];
     const std::string at = "SUBMIT op " + std::to_string(i);
     if (op.flags || op.size == 0) throw_errno(EINVAL, at + ": flags or size 0");
     std::shared_ptr<Bo> src, dst;
     switch (op.type) {
-      case EDU_ACCEL_OP_H2D:
+      case DRM_EDU_ACCEL_OP_H2D:
         if (op.dst_handle) throw_errno(EINVAL, at + ": H2D with a destination BO");
         if (!in_range(op.dst_offset, op.size, kMaxTransfer))
           throw_errno(EINVAL, at + ": device range past max transfer");
         src = bo_locked(op.src_handle, "source");
         break;
-      case EDU_ACCEL_OP_D2H:
+      case DRM_EDU_ACCEL_OP_D2H:
         if (op.src_handle) throw_errno(EINVAL, at + ": D2H with a source BO");
         if (!in_range(op.src_offset, op.size, kMaxTransfer))
           throw_errno(EINVAL, at + ": device range past max transfer");
         dst = bo_locked(op.dst_handle, "destination");
         break;
-      case EDU_ACCEL_OP_H2H:
+      case DRM_EDU_ACCEL_OP_H2H:
         src = bo_locked(op.src_handle, "source");
         dst = bo_locked(op.dst_handle, "destination");
         break;
@@ -279,10 +286,13 @@ std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyO
     if (dst && !in_range(op.dst_offset, op.size, dst->size))
       throw_errno(EINVAL, at + ": destination range past its BO");
     if (dst && dst->readonly) throw_errno(EACCES, at + ": destination BO is read-only");
+    traffic += op.type == DRM_EDU_ACCEL_OP_H2H ? 2 * op.size : op.size;
     job.ops.push_back(op);
     job.src.push_back(std::move(src));
     job.dst.push_back(std::move(dst));
   }
+  if (traffic > kMaxJobBytes)
+    throw_errno(E2BIG, "SUBMIT: " + std::to_string(traffic) + " bytes of device traffic in one job");
   auto timeline = [&](const SyncPoint& s) {
     auto it = timelines_.find(s.handle);
     if (s.pad || it == timelines_.end()) throw_errno(EINVAL, "SUBMIT: syncobj " + std::to_string(s.handle));
@@ -343,10 +353,10 @@ int EmulatedBackend::run(Job& job) {
     for (std::size_t i = 0; i < job.ops.size(); ++i) {
       const CopyOp& op = job.ops[i];
       switch (op.type) {
-        case EDU_ACCEL_OP_H2D:
+        case DRM_EDU_ACCEL_OP_H2D:
           std::memcpy(device_buffer_ + op.dst_offset, job.src[i]->ptr + op.src_offset, op.size);
           break;
-        case EDU_ACCEL_OP_D2H:
+        case DRM_EDU_ACCEL_OP_D2H:
           std::memcpy(job.dst[i]->ptr + op.dst_offset, device_buffer_ + op.src_offset, op.size);
           break;
         default:  // H2H, staged through the device buffer like the driver's engine

@@ -32,6 +32,8 @@ class EmulatedBackend final : public DeviceBackend {
   static constexpr std::size_t kMaxBoSize = 256u << 20;
   static constexpr unsigned kMaxQueues = 63;  // 64-byte slots before the file status, as the driver
   static constexpr unsigned kMaxOps = 64;
+  static constexpr unsigned kMaxSyncs = 16;
+  static constexpr std::uint64_t kMaxJobBytes = 16ull << 20;  // the driver's max_job_mib default
 
   explicit EmulatedBackend(std::size_t index);
   ~EmulatedBackend() override;  // lets submitted jobs finish, then stops the engine
