@@ -337,6 +337,23 @@ TEST_P(Conformance, HostToHostInEveryCombinationOfMemory) {
   EXPECT_EQ(first_diff(v2.data(), want.data(), n), -1);
 }
 
+// One job carries at most max_job_bytes of device traffic (an H2H crosses the device twice):
+// a larger pinned copy goes as several jobs on the stream, and arrives whole.
+TEST_P(Conformance, ACopyAboveOneJobsBudgetGoesAsSeveralJobs) {
+  const std::size_t budget = dev().capabilities().max_job_bytes;
+  ASSERT_GT(budget, 0u) << "the driver reports no job budget";
+  Stream s = dev().create_stream();
+  const std::size_t n = budget / 2 + 4097;  // H2H: two jobs
+  const auto want = pattern(n, 9);
+  PinnedBuffer src = dev().host_alloc(n), dst = dev().host_alloc(n);
+  std::memcpy(src.data(), want.data(), n);
+  const std::uint64_t before = s.core()->last_submitted();
+  s.memcpy_async(dst.data(), src.data(), n, CopyKind::H2H);
+  s.synchronize();
+  EXPECT_EQ(s.core()->last_submitted() - before, 2u);
+  EXPECT_EQ(first_diff(dst.data(), want.data(), n), -1);
+}
+
 TEST_P(Conformance, ZeroBytesIsANoOp) {
   Stream s = dev().create_stream();
   PinnedBuffer b = dev().host_alloc(64);
