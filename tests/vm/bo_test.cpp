@@ -86,7 +86,18 @@ class BoTest : public ::testing::Test {
 };
 
 TEST_F(BoTest, GetParamReportsTheMachine) {
-  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_DRIVER_VERSION) >> 16, 1u);
+  // One version: the header's, reported alike by GET_PARAM and DRM_IOCTL_VERSION.
+  const uint64_t v = param(fd(), DRM_EDU_ACCEL_PARAM_DRIVER_VERSION);
+  EXPECT_EQ(v, (uint64_t{DRM_EDU_ACCEL_VERSION_MAJOR} << 16) | DRM_EDU_ACCEL_VERSION_MINOR);
+  if (drmVersionPtr dv = drmGetVersion(fd())) {
+    EXPECT_EQ(static_cast<uint64_t>(dv->version_major), v >> 16);
+    EXPECT_EQ(static_cast<uint64_t>(dv->version_minor), v & 0xffff);
+    drmFreeVersion(dv);
+  } else {
+    ADD_FAILURE() << "DRM_IOCTL_VERSION failed";
+  }
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_MAX_SYNCS), 16u);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_MAX_JOB_BYTES), 16u << 20);
   const char* mask = std::getenv("VM_DMA_MASK");
   EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS), mask && *mask ? 64u : 28u);
   EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_DEVICE_BUFFER_SIZE), 4096u);
@@ -230,7 +241,8 @@ TEST_F(BoTest, ReadOnlyRegistrationOfReadOnlyMemorySucceeds) {
   ASSERT_EQ(bo_userptr(fd(), m.data(), m.size(), DRM_EDU_ACCEL_BO_USERPTR_READONLY, &h), 0);
   drm_edu_accel_bo_info info;
   ASSERT_EQ(bo_info(fd(), h, &info), 0);
-  EXPECT_EQ(info.flags, static_cast<uint32_t>(DRM_EDU_ACCEL_BO_INFO_USERPTR | DRM_EDU_ACCEL_BO_INFO_READONLY));
+  EXPECT_EQ(info.flags,
+            static_cast<uint32_t>(DRM_EDU_ACCEL_BO_INFO_USERPTR | DRM_EDU_ACCEL_BO_INFO_READONLY));
 }
 
 TEST_F(BoTest, ProcessExitReleasesItsPins) {
@@ -453,8 +465,8 @@ TEST_F(BoTest, WritableRegistrationsOfOnePageAreBounded) {
     EXPECT_EQ(bo_userptr(files[kMax]->get(), m.data() + 100, 2 * kPage, 0, &h[kMax]), ETOOMANYREFS);
     EXPECT_EQ(bo_userptr(files[kMax]->get(), m.data(), kPage, 0, &h[kMax]), ETOOMANYREFS)
         << "a registration starting on a shared page";
-    ASSERT_EQ(bo_userptr(files[kMax]->get(), m.data(), 3 * kPage, DRM_EDU_ACCEL_BO_USERPTR_READONLY, &h[kMax]),
-              0);
+    ASSERT_EQ(
+        bo_userptr(files[kMax]->get(), m.data(), 3 * kPage, DRM_EDU_ACCEL_BO_USERPTR_READONLY, &h[kMax]), 0);
     ASSERT_EQ(gem_close(files[0]->get(), h[0]), 0);
     // No job holds it: GEM_CLOSE frees the BO and its mapping at once.
     ASSERT_EQ(bo_userptr(files[kMax + 1]->get(), m.data() + 100, 2 * kPage, 0, &h[0]), 0);
