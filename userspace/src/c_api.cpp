@@ -422,6 +422,8 @@ const char* hrtGetErrorName(hrtError_t error) {
       return "hrtErrorNotSupported";
     case hrtErrorUsedAfterFork:
       return "hrtErrorUsedAfterFork";
+    case hrtErrorWrongDevice:
+      return "hrtErrorWrongDevice";
     case hrtErrorUnknown:
       return "hrtErrorUnknown";
   }
@@ -456,6 +458,8 @@ const char* hrtGetErrorString(hrtError_t error) {
       return "operation not supported";
     case hrtErrorUsedAfterFork:
       return "device or pool of the parent process used after fork()";
+    case hrtErrorWrongDevice:
+      return "stream or pool of another device";
     case hrtErrorUnknown:
       return "unknown error";
   }

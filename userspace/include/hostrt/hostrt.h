@@ -43,6 +43,7 @@ typedef enum hrtError {
   hrtErrorLaunchFailure = 10,        /* submitted work failed on the device */
   hrtErrorNotSupported = 11,
   hrtErrorUsedAfterFork = 12, /* a device or pool opened before fork() used in the child */
+  hrtErrorWrongDevice = 13,   /* a stream or pool used with an object of another device */
   hrtErrorUnknown = 999
 } hrtError_t;
 

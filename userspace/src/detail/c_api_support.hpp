@@ -42,6 +42,8 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
     return body();
   } catch (const CError& e) {
     return fail(e.code, fn, e.message);
+  } catch (const WrongDevice& e) {
+    return fail(hrtErrorWrongDevice, fn, e.what());
   } catch (const AlreadyRegistered& e) {
     return fail(hrtErrorHostMemoryAlreadyRegistered, fn, e.what());
   } catch (const InvalidArgument& e) {
@@ -56,6 +58,8 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
     return fail(hrtErrorLaunchFailure, fn, e.what());
   } catch (const NotSupported& e) {
     return fail(hrtErrorNotSupported, fn, e.what());
+  } catch (const Error& e) {  // SystemError and any class without a code of its own
+    return fail(hrtErrorUnknown, fn, e.what());
   } catch (const std::bad_alloc&) {
     return fail(hrtErrorMemoryAllocation, fn, "out of host memory");
   } catch (const std::exception& e) {

@@ -202,7 +202,7 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   // them (a reader never sees the flag gone with the previous point).
   last_.store(seqno, std::memory_order_release);
   if (seqno != expect)
-    throw Error(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " +
+    throw SystemError(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " +
                             std::to_string(expect) + ": the driver breaks the 1, 2, 3... contract" +
                             where(__FILE__, __LINE__));
   return seqno;
