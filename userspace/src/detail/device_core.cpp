@@ -203,8 +203,8 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   last_.store(seqno, std::memory_order_release);
   if (seqno != expect)
     throw SystemError(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " +
-                            std::to_string(expect) + ": the driver breaks the 1, 2, 3... contract" +
-                            where(__FILE__, __LINE__));
+                                  std::to_string(expect) + ": the driver breaks the 1, 2, 3... contract" +
+                                  where(__FILE__, __LINE__));
   return seqno;
 }
 

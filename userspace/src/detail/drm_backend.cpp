@@ -175,7 +175,7 @@ QueueInfo DrmBackend::create_queue() {
     const unsigned char* page = completion_page(a.completion_handle, len);
     if (a.completion_offset + sizeof(Completion) > len)
       throw SystemError(EPROTO, "QUEUE_CREATE: completion offset " + std::to_string(a.completion_offset) +
-                              " outside the page");
+                                    " outside the page");
     return {a.queue, reinterpret_cast<const Completion*>(page + a.completion_offset)};
   } catch (...) {
     destroy_queue(a.queue);
