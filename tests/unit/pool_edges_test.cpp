@@ -5,7 +5,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <new>
 #include <thread>
 #include <vector>
@@ -65,6 +68,174 @@ TEST(PoolErrorTest, PoolOutOfMemoryIsABadAllocAndAHostrtErrorAndAStdException) {
   } catch (const std::exception& e) {
     EXPECT_NE(dynamic_cast<const Error*>(&e), nullptr) << "an unmapped errno is still a hostrt::Error";
   }
+}
+
+// ---- fault injection: a thread-local countdown in the test binary's operator new ----------
+
+// The n-th allocation (counting from 0) on the armed thread throws std::bad_alloc.
+constinit thread_local long t_fail_in = -1;
+
+struct FailNthAllocation {
+  explicit FailNthAllocation(long n) { t_fail_in = n; }
+  ~FailNthAllocation() { t_fail_in = -1; }
+  bool fired() const { return t_fail_in < -1; }
+};
+
+}  // namespace
+}  // namespace hostrt::test
+
+void* operator new(std::size_t n) {
+  long& f = hostrt::test::t_fail_in;
+  if (f >= 0 && f-- == 0) {
+    f = -2;  // fired; nothing else fails
+    throw std::bad_alloc();
+  }
+  if (void* p = std::malloc(n != 0 ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace hostrt::test {
+namespace {
+
+// deallocate changes nothing before its last fallible step: whichever allocation inside it
+// fails, the block is still allocated, the statistics are as before, and the free can be
+// retried. Before, a failure to queue the pending free (std::bad_alloc from the queue's
+// growth) came after the thread's counters and the block's uses were committed: allocated
+// dropped by the block, and the block was lost to both the caller and the pool.
+TEST(PoolEdgeTest, AFailedDeallocateCommitsNothing) {
+  auto c = std::make_shared<SourceCounters>();
+  auto pool = make_fake_pool(c, PoolOptions{.thread_cache_bytes = 0});
+  std::vector<std::unique_ptr<FakeStream>> streams;
+  int failures = 0;
+  for (long n = 0;; ++n) {
+    // Fresh streams each round: the pending queue of a stream never seen needs memory.
+    FakeStream& s = *streams.emplace_back(std::make_unique<FakeStream>(2 * n + 1));
+    FakeStream& other = *streams.emplace_back(std::make_unique<FakeStream>(2 * n + 2));
+    void* p = pool->allocate(1000, s.ref());
+    pool->record_stream(p, other.ref());
+    s.submit();
+    other.submit();
+    const PoolStats before = pool->stats();
+    bool threw = false;
+    {
+      FailNthAllocation f(n);
+      try {
+        pool->deallocate(p, s.ref());
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      if (!f.fired()) {
+        ASSERT_FALSE(threw);
+      }
+    }
+    if (!threw) {
+      EXPECT_EQ(pool->stats().pending_free_bytes, 1024u);
+      s.complete_all();
+      other.complete_all();
+      pool->synchronize();
+      break;
+    }
+    ++failures;
+    const PoolStats after = pool->stats();
+    EXPECT_EQ(after.allocated_bytes, before.allocated_bytes) << "allocation " << n;
+    EXPECT_EQ(after.requested_bytes, before.requested_bytes) << "allocation " << n;
+    EXPECT_EQ(after.deallocations, before.deallocations) << "allocation " << n;
+    EXPECT_EQ(after.pending_free_bytes, 0u) << "allocation " << n;
+    EXPECT_EQ(pool->block_size(p), 1024u) << "the block must still be allocated";
+    // The retry must still wait for both streams (the recorded one included).
+    pool->deallocate(p, s.ref());
+    EXPECT_EQ(pool->stats().pending_free_bytes, 1024u);
+    s.complete_all();
+    EXPECT_EQ(pool->stats().pending_free_bytes, 1024u) << "the recorded stream was forgotten";
+    other.complete_all();
+    pool->synchronize();
+    EXPECT_EQ(pool->stats().pending_free_bytes, 0u);
+    ASSERT_LT(n, 100);
+  }
+  EXPECT_GT(failures, 1) << "the test never failed the queueing step";
+  const PoolStats end = pool->stats();
+  EXPECT_EQ(end.allocated_bytes, 0u);
+  EXPECT_EQ(end.reserved_bytes, end.free_bytes + end.cached_bytes);
+}
+
+// max_bytes is a hard limit: threads that miss together must not each pass the check and
+// grow (before, the room was computed under the lock and the segment added after the driver
+// call, so two racing growths both fit and reserved went past the limit). A slow "driver"
+// widens the window.
+TEST(PoolEdgeTest, MaxBytesHoldsWhenThreadsGrowTogether) {
+  auto c = std::make_shared<SourceCounters>();
+  c->delay_us = 2000;
+  const std::size_t limit = 8u << 20, block = (3u << 20) / 2;  // 1.5 MiB: a dedicated segment each
+  auto pool = make_fake_pool(c, PoolOptions{.max_bytes = limit, .thread_cache_bytes = 0});
+  std::atomic<std::size_t> oom{0};
+  for (int round = 0; round < 4; ++round) {
+    std::vector<std::thread> threads;
+    std::vector<std::vector<void*>> held(4);
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (;;) {
+          try {
+            held[t].push_back(pool->allocate(block, {}));
+          } catch (const PoolOutOfMemory&) {
+            ++oom;
+            return;
+          }
+        }
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_LE(pool->stats().peak_reserved_bytes, limit) << "round " << round;
+    for (auto& v : held)
+      for (void* p : v) pool->deallocate(p, {});
+    pool->trim(0);
+  }
+  EXPECT_EQ(oom.load(), 16u);
+  std::lock_guard lk(c->mu);
+  EXPECT_LE(c->peak_live_bytes, limit);
+}
+
+// A thread that only frees returns its cache after trim(): trim bumps the flush epoch, the
+// thread's next free sees it and drains. Before, the free went to the arena and the cache
+// kept its blocks until the thread's next allocation (or exit), so trim could not release
+// the segment they pinned.
+TEST(PoolEdgeTest, AThreadThatOnlyFreesDrainsItsCacheAfterTrim) {
+  auto c = std::make_shared<SourceCounters>();
+  auto pool = make_fake_pool(c);
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  auto wait_for = [&](int want) {
+    std::unique_lock lk(m);
+    cv.wait(lk, [&] { return step >= want; });
+  };
+  auto advance = [&] {
+    {
+      std::lock_guard lk(m);
+      ++step;
+    }
+    cv.notify_all();
+  };
+  std::thread worker([&] {
+    std::vector<void*> v;
+    for (int i = 0; i < 4; ++i) v.push_back(pool->allocate(1000, {}));
+    for (int i = 0; i < 3; ++i) pool->deallocate(v[i], {});  // parked in this thread's cache
+    advance();                                               // step 1
+    wait_for(2);
+    pool->deallocate(v[3], {});  // the only call after trim: a free
+    advance();                   // step 3
+    wait_for(4);
+  });
+  wait_for(1);
+  EXPECT_EQ(pool->stats().cached_bytes, 3 * 1024u);
+  EXPECT_EQ(pool->trim(0), 0u) << "the worker holds one block and caches three";
+  advance();  // step 2
+  wait_for(3);
+  const PoolStats st = pool->stats();
+  EXPECT_EQ(st.cached_bytes, 0u) << "the worker kept its cache after trim()";
+  EXPECT_EQ(pool->trim(0), std::size_t{2} << 20);
+  advance();  // step 4
+  worker.join();
 }
 
 }  // namespace

@@ -245,9 +245,12 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
         arena_.next_segment(rounded, options_.min_segment_bytes, options_.shared_large_segments);
     std::size_t seg = growth.bytes;
     const std::size_t exact = round_up(rounded, kPageSize);
-    const std::size_t room = options_.max_bytes - std::min(options_.max_bytes, arena_.reserved());
+    // Segments other threads are allocating right now count as reserved already: max_bytes
+    // is a hard limit, not one that each of two racing growths passes on its own.
+    const std::size_t room = options_.max_bytes - std::min(options_.max_bytes, arena_.reserved() + growing_);
     if (seg > room && exact <= room) seg = exact;
     if (!source_refused && seg <= room) {
+      growing_ += seg;
       lk.unlock();
       doomed.clear();  // give back before taking more
       try {
@@ -284,17 +287,27 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
   }
 }
 
+// The caller has added `bytes` to growing_ under the lock; this takes it off again, whether
+// the segment arrives or not.
 void PoolCore::grow(std::size_t bytes, SizeClass cls, bool dedicated) {
-  // Both the driver call and the slot table's mmap happen here, with no lock held.
-  std::unique_ptr<Segment> seg = make_segment(source_->allocate(bytes), cls, dedicated);
-  if (seg->size < (dedicated ? bytes : std::min(bytes, kSmallLimit)) ||
-      !PageMap::representable(seg->base, seg->size))
-    throw OutOfMemory(ENOMEM, "pool: segment source returned unusable memory");
-  // A source that hands out more than asked could leave a dedicated segment too big for the
-  // very request it was made for (the fit would refuse it, and the pool grow forever): such
-  // a segment is shared instead.
-  if (dedicated && seg->size - bytes > bytes / (2 * kDedicatedSlackDivisor)) seg->dedicated = false;
+  std::unique_ptr<Segment> seg;
+  try {
+    // Both the driver call and the slot table's mmap happen here, with no lock held.
+    seg = make_segment(source_->allocate(bytes), cls, dedicated);
+    if (seg->size < (dedicated ? bytes : std::min(bytes, kSmallLimit)) ||
+        !PageMap::representable(seg->base, seg->size))
+      throw OutOfMemory(ENOMEM, "pool: segment source returned unusable memory");
+    // A source that hands out more than asked could leave a dedicated segment too big for the
+    // very request it was made for (the fit would refuse it, and the pool grow forever): such
+    // a segment is shared instead.
+    if (dedicated && seg->size - bytes > bytes / (2 * kDedicatedSlackDivisor)) seg->dedicated = false;
+  } catch (...) {
+    std::lock_guard lk(mu_);
+    growing_ -= bytes;
+    throw;
+  }
   std::lock_guard lk(mu_);
+  growing_ -= bytes;
   arena_.add_segment(std::move(seg));
   ++misses_;
   peak_reserved_ = std::max(peak_reserved_, arena_.reserved());
@@ -431,40 +444,57 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
     if (b->waits.empty()) b->keeps.clear();
   }
 
-  ThreadCounters& c = tc.counters;
-  ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
-  ThreadCounters::bump(c.deallocations, 1);
-  b->uses.clear();
+  // Everything up to here may throw (a foreign pointer, std::bad_alloc in collect_waits) and
+  // has changed nothing the pool or the caller can see: the block is still allocated. From
+  // here on only pending_.add can fail, and it fails before anything is committed.
   // Dropped when this function returns, after any pool lock (a last reference destroys the
   // stream, which calls the driver).
-  const std::vector<std::shared_ptr<const void>> use_keeps = std::move(b->use_keeps);
-  b->use_keeps.clear();
-  b->home.stream = nullptr;
+  std::vector<std::shared_ptr<const void>> use_keeps;
+  const std::int64_t requested = static_cast<std::int64_t>(b->requested);
+  auto commit = [&] {  // noexcept: clears the block's uses before another thread can see it
+    b->uses.clear();
+    use_keeps = std::move(b->use_keeps);
+    b->use_keeps.clear();
+    b->home.stream = nullptr;
+  };
 
   // Nothing left to wait for, so the block is reusable now: park it in this thread's cache
   // (no lock) if it has room.
+  ThreadCounters& c = tc.counters;
   if (b->waits.empty() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) &&
-      tc.push(b, reinterpret_cast<std::uintptr_t>(p), size)) {
+      tc.can_push(size)) {
+    commit();
+    const bool parked = tc.push(b, reinterpret_cast<std::uintptr_t>(p), size);
+    (void)parked;  // can_push said it fits
     b->set_state(BlockState::Cached);
+    ThreadCounters::bump(c.requested, -requested);
+    ThreadCounters::bump(c.deallocations, 1);
     if (fault) std::rethrow_exception(fault);
     return;
   }
+  free_locked_path(tc, b, commit);  // throws std::bad_alloc with the block still allocated
+  ThreadCounters::bump(c.requested, -requested);
+  ThreadCounters::bump(c.deallocations, 1);
   ThreadCounters::bump(c.held, -static_cast<std::int64_t>(size));
-  free_locked_path(b);
   if (fault) std::rethrow_exception(fault);
 }
 
-void PoolCore::free_locked_path(Block* b) {
+template <typename Commit>
+void PoolCore::free_locked_path(ThreadCache& tc, Block* b, Commit& commit) {
   SegmentList doomed;
   StreamKeeps released;
   std::lock_guard lk(mu_);
   if (b->waits.empty()) {
+    commit();
     arena_.free(b);
   } else {
-    // std::bad_alloc here would leak the block from the pool's view but not corrupt it.
-    pending_.add(b);
+    pending_.add(b);  // strong guarantee: on std::bad_alloc the block is not queued
+    commit();         // before reclaim, which may hand the block to the arena
     ++frees_waited_;
   }
+  // trim() asked every thread to return its cache; a thread that only frees gets here (its
+  // warm free sees the new epoch) and obeys now, not at an allocation that may never come.
+  if (tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed)) drain_locked(tc);
   reclaim_locked(released);
   release_above_threshold_locked(doomed);
   sample_peaks_locked();
@@ -541,7 +571,8 @@ void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
     bool over = false;
     {
       std::lock_guard lk(mu_);
-      over = arena_.reserved() + seg > options_.max_bytes;
+      over = arena_.reserved() + growing_ + seg > options_.max_bytes;
+      if (!over) growing_ += seg;
     }
     if (over) throw_out_of_memory(seg, "reserve would pass max_bytes");
     grow(seg, cls);

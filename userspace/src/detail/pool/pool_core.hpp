@@ -78,7 +78,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void* allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home);
   void deallocate_slow(void* p, StreamRef stream);
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
-  void free_locked_path(Block* b);
+  template <typename Commit>
+  void free_locked_path(ThreadCache& tc, Block* b, Commit& commit);
   void collect_waits(Block* b, StreamRef stream) const;  // no pool lock held
   void reclaim_locked(StreamKeeps& released) noexcept;
   void release_above_threshold_locked(SegmentList& doomed) noexcept;
@@ -100,6 +101,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   PageMap map_;  // written under mu_, read by deallocate() without it
   Arena arena_;
   PendingFrees pending_;
+  std::size_t growing_ = 0;  // bytes of segments being allocated (no lock held) right now
   std::size_t peak_reserved_ = 0;
   mutable std::size_t peak_allocated_ = 0;
   mutable std::size_t peak_requested_ = 0;

@@ -74,6 +74,15 @@ class ThreadCache {
     }
     return put(*bin, b, addr, size);
   }
+  // Whether push(b, addr, size) would park the block (changes nothing).
+  bool can_push(std::size_t size) noexcept {
+    if (size > capacity_ - bytes()) return false;
+    if (size <= kDirectLimit) return direct_[size / kAlignment - 1].count < kBinDepth;
+    if (size > kSmallLimit) return false;
+    if (Bin* bin = find(size)) return bin->count < kBinDepth;
+    const std::size_t i = hashed_bin_of(size);
+    return hashed_[i].count == 0 || hashed_[i ^ 1].count == 0;
+  }
   // For 0 < size <= kDirectLimit: the warm path's push, onto an indexed bin.
   [[gnu::always_inline]] bool push_direct(Block* b, std::uintptr_t addr, std::size_t size) noexcept {
     if (size > capacity_ - bytes()) return false;
