@@ -1,15 +1,20 @@
 // The pool's edges (issue 13): errors as the standard library and CUDA users expect them,
 // limits under concurrency, device resets and closes, thread and process exit, the default
 // pool, pointer attributes of blocks.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -236,6 +241,56 @@ TEST(PoolEdgeTest, AThreadThatOnlyFreesDrainsItsCacheAfterTrim) {
   EXPECT_EQ(pool->trim(0), std::size_t{2} << 20);
   advance();  // step 4
   worker.join();
+}
+
+// Static and thread_local objects that free pool memory at exit (a static std::pmr::vector on
+// a static pool; a thread_local one made before its thread first used the pool): the frees
+// come after the thread's own pool state is destroyed. Before, each freed through the
+// destroyed per-thread state and the process died with SIGSEGV at exit.
+std::string exit_status(const char* mode) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, STDOUT_FILENO);
+    execl(HOSTRT_POOL_EXIT_HELPER, HOSTRT_POOL_EXIT_HELPER, mode, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid) return "fork/wait failed";
+  if (WIFSIGNALED(st)) return std::string("killed by signal ") + strsignal(WTERMSIG(st));
+  return "exit " + std::to_string(WEXITSTATUS(st));
+}
+
+TEST(PoolExitTest, StaticContainersFreeAtProcessExit) { EXPECT_EQ(exit_status("static"), "exit 0"); }
+
+TEST(PoolExitTest, ThreadLocalContainersFreeAtThreadAndProcessExit) {
+  EXPECT_EQ(exit_status("thread_local"), "exit 0");
+}
+
+// The frees of an exited thread go through the pool's exit cache: counted, and reusable.
+TEST(PoolExitTest, AThreadsLastFreesAfterItsCacheIsGoneAddUp) {
+  auto c = std::make_shared<SourceCounters>();
+  auto pool = make_fake_pool(c);
+  struct FreesAtExit {
+    PoolCore* pool = nullptr;
+    std::vector<void*> blocks;
+    ~FreesAtExit() {
+      for (void* p : blocks) pool->deallocate(p, {});
+      pool->trim(0);  // a whole-pool call from an exited thread, too
+    }
+  };
+  std::thread t([&] {
+    thread_local FreesAtExit late;  // constructed before the thread's first pool call
+    late.pool = pool.get();
+    for (int i = 0; i < 10; ++i) late.blocks.push_back(pool->allocate(100 + 1000 * i, {}));
+  });
+  t.join();
+  const PoolStats st = pool->stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_EQ(st.requested_bytes, 0u);
+  EXPECT_EQ(st.allocations, 10u);
+  EXPECT_EQ(st.deallocations, 10u);
+  EXPECT_EQ(st.reserved_bytes, 0u) << "the exited thread's trim() released the segment";
 }
 
 }  // namespace

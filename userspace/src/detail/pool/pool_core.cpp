@@ -40,6 +40,11 @@ struct FastSlot {
 // the static TLS surplus if libhostrt is ever built shared and dlopen'ed.
 [[gnu::tls_model("initial-exec")]] constinit thread_local FastSlot tl_fast{0, nullptr};
 
+// Set once this thread's ThreadLinks is destroyed: from then on (other thread_local
+// destructors, and on the main thread the static destructors after exit()) the thread uses
+// each pool through its shared exit cache instead of a cache of its own.
+constinit thread_local bool tl_exited = false;
+
 // Every pool this thread has used; returns their caches when the thread exits.
 class ThreadLinks {
  public:
@@ -47,6 +52,7 @@ class ThreadLinks {
   ThreadLinks(const ThreadLinks&) = delete;
   ThreadLinks& operator=(const ThreadLinks&) = delete;
   ~ThreadLinks() {
+    tl_exited = true;
     tl_fast = {0, nullptr};
     for (auto& [id, link] : links)
       if (auto core = link->core.lock()) core->retire(*link);
@@ -93,10 +99,27 @@ PoolCore::~PoolCore() {
 
 // ---- per-thread caches -------------------------------------------------------------------
 
-[[gnu::always_inline]] inline ThreadCache& PoolCore::cache() {
+// The calling thread's cache for a slow path. A thread past its ThreadLinks' destruction
+// (tl_links must not be touched again) gets the pool's exit cache, with `exit_lock` held on
+// it for as long as the caller uses it: that cache has no capacity (frees go to the arena),
+// and the lock keeps its owner-only counters owned by one thread at a time.
+ThreadCache& PoolCore::cache(std::unique_lock<std::mutex>& exit_lock) {
   if (tl_fast.pool_id == id_) [[likely]]
     return *tl_fast.cache;
+  if (tl_exited) [[unlikely]]
+    return exit_cache(exit_lock);
   return bind_thread();
+}
+
+ThreadCache& PoolCore::exit_cache(std::unique_lock<std::mutex>& exit_lock) {
+  exit_lock = std::unique_lock(exit_mu_);
+  if (!exit_link_) {
+    auto link = std::make_shared<CacheLink>(weak_from_this(), 0);
+    std::lock_guard lk(registry_mu_);
+    links_.push_back(link);
+    exit_link_ = std::move(link);
+  }
+  return exit_link_->cache;
 }
 
 ThreadCache& PoolCore::bind_thread() {
@@ -138,7 +161,8 @@ void PoolCore::retire(CacheLink& link) noexcept {
 
 void PoolCore::flush_thread_cache() {
   check_process("flush_thread_cache");
-  ThreadCache& tc = cache();
+  std::unique_lock<std::mutex> exit_lock;
+  ThreadCache& tc = cache(exit_lock);
   SegmentList doomed;
   std::lock_guard lk(mu_);
   drain_locked(tc);
@@ -176,7 +200,8 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
   if (bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: allocate of " + std::to_string(bytes) + " bytes");
   const std::size_t rounded = block_size_for(bytes);
-  ThreadCache& tc = cache();
+  std::unique_lock<std::mutex> exit_lock;
+  ThreadCache& tc = cache(exit_lock);
   if (tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) {
     const ThreadCache::Taken t = tc.pop(rounded);
     if (t.block != nullptr) {
@@ -418,7 +443,8 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
 
 [[gnu::noinline]] void PoolCore::deallocate_slow(void* p, StreamRef stream) {
   check_process("deallocate");
-  ThreadCache& tc = cache();
+  std::unique_lock<std::mutex> exit_lock;
+  ThreadCache& tc = cache(exit_lock);
   Block* b = find_allocated(p, tc).block;
   const std::size_t size = b->size;
   collect_waits(b, stream);
@@ -583,7 +609,8 @@ void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
 
 std::size_t PoolCore::trim(std::size_t keep_bytes) {
   check_process("trim");
-  ThreadCache& tc = cache();
+  std::unique_lock<std::mutex> exit_lock;
+  ThreadCache& tc = cache(exit_lock);
   SegmentList doomed;
   StreamKeeps streams;
   std::size_t released = 0;

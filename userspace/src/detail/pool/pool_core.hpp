@@ -2,6 +2,7 @@
 // is written once, on hostrt::Pool (include/hostrt/pool.hpp); this is how it is kept.
 //
 // Locks and what they guard (always taken in this order, never the other way round):
+//  exit_mu_      the exit cache, used by threads whose thread_locals are destroyed;
 //  mu_           the arena, the pending-free queues, peaks and growth (the "arena lock");
 //  registry_mu_  the list of per-thread caches and the counters of exited threads.
 // Neither is held across a SegmentSource call, a segment's destruction (driver calls, munmap)
@@ -70,7 +71,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
 
   // UsedAfterFork in a child process forked after the pool was made.
   void check_process(const char* what) const;
-  ThreadCache& cache();
+  ThreadCache& cache(std::unique_lock<std::mutex>& exit_lock);
+  ThreadCache& exit_cache(std::unique_lock<std::mutex>& exit_lock);
   ThreadCache& bind_thread();
   Block* find_allocated(const void* p) const;
   SlotEntry find_allocated(const void* p, ThreadCache& tc) const;
@@ -110,6 +112,10 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::uint64_t frees_waited_ = 0;
   std::uint64_t waits_ = 0;
   std::uint64_t segments_released_ = 0;
+
+  // The cache of threads whose thread_locals are gone (see cache()); taken before mu_.
+  std::mutex exit_mu_;
+  std::shared_ptr<CacheLink> exit_link_;
 
   mutable std::mutex registry_mu_;
   std::vector<std::shared_ptr<CacheLink>> links_;
