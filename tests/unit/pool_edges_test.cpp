@@ -19,6 +19,11 @@
 #include <thread>
 #include <vector>
 
+#include "detail/c_api_support.hpp"
+#include "detail/device_core.hpp"
+#include "detail/emulated_backend.hpp"
+#include "hostrt/hostrt.h"
+#include "hostrt/hostrt_pool.h"
 #include "hostrt/pool.hpp"
 #include "pool_fakes.hpp"
 
@@ -76,34 +81,22 @@ TEST(PoolErrorTest, PoolOutOfMemoryIsABadAllocAndAHostrtErrorAndAStdException) {
   }
 }
 
-// ---- fault injection: a thread-local countdown in the test binary's operator new ----------
-
-// The n-th allocation (counting from 0) on the armed thread throws std::bad_alloc.
-constinit thread_local long t_fail_in = -1;
-
-struct FailNthAllocation {
-  explicit FailNthAllocation(long n) { t_fail_in = n; }
-  ~FailNthAllocation() { t_fail_in = -1; }
-  bool fired() const { return t_fail_in < -1; }
-};
+// ---- fault injection: fail_nth_allocation.cpp's operator new, armed per thread -----------
 
 }  // namespace
 }  // namespace hostrt::test
 
-void* operator new(std::size_t n) {
-  long& f = hostrt::test::t_fail_in;
-  if (f >= 0 && f-- == 0) {
-    f = -2;  // fired; nothing else fails
-    throw std::bad_alloc();
-  }
-  if (void* p = std::malloc(n != 0 ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// The n-th allocation (counting from 0) on this thread throws std::bad_alloc; -1: none.
+extern constinit thread_local long hostrt_test_fail_in;
 
 namespace hostrt::test {
 namespace {
+
+struct FailNthAllocation {
+  explicit FailNthAllocation(long n) { hostrt_test_fail_in = n; }
+  ~FailNthAllocation() { hostrt_test_fail_in = -1; }
+  bool fired() const { return hostrt_test_fail_in < -1; }
+};
 
 // deallocate changes nothing before its last fallible step: whichever allocation inside it
 // fails, the block is still allocated, the statistics are as before, and the free can be
@@ -364,6 +357,264 @@ TEST(PoolRaceTest, TrimStatsAndThresholdRaceTheWarmPaths) {
   EXPECT_EQ(st.pending_free_bytes, 0u);
   EXPECT_EQ(st.reserved_bytes, st.free_bytes + st.cached_bytes);
   EXPECT_EQ(st.allocations, st.deallocations);
+}
+
+// ---- on runtime devices (Emulated) ---------------------------------------------------------
+
+class PoolDeviceEdgeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("HOSTRT_BACKEND", "emulated", 1);
+    if (Device::count(Backend::Emulated) < 2) GTEST_SKIP() << "needs two emulated devices";
+    ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
+  }
+  void TearDown() override { hrtSetDevice(0); }
+};
+
+// hrtDeviceReset with a live pool, a block on the default stream, one whose free is pending
+// and one without a stream: frees after the reset succeed (NULL meaning the pool's own
+// device's default stream), allocations are refused with a typed error, and the statistics
+// add up. Before, the reset destroyed the default stream the block's free then read:
+// hrtPoolFree failed with hrtErrorUnknown (std::bad_weak_ptr), and the block never came back.
+TEST_F(PoolDeviceEdgeTest, DeviceResetWithLivePoolsAndPendingFrees) {
+  hrtPool_t pool = nullptr;
+  hrtStream_t s = nullptr;
+  ASSERT_EQ(hrtPoolCreate(&pool, nullptr, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtStreamCreate(&s), hrtSuccess);
+  void *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr;
+  ASSERT_EQ(hrtPoolMallocAsync(pool, &a, 1000, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtPoolMallocAsync(pool, &b, 2000, s), hrtSuccess);
+  ASSERT_EQ(hrtPoolMalloc(pool, &c, 3000), hrtSuccess);
+  ASSERT_EQ(hrtPoolMallocAsync(pool, &d, 4000, nullptr), hrtSuccess);
+  detail::EmulatedBackend* emu = detail::emulated_backend(Device(s->stream.core()->device()));
+  ASSERT_NE(emu, nullptr);
+  const std::uint32_t q = s->stream.core()->queue_id();
+  emu->hold_queue(q, true);
+  ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), b, 2000, hrtMemcpyHostToDevice, s), hrtSuccess);
+  ASSERT_EQ(hrtPoolFreeAsync(pool, b, s), hrtSuccess);  // pending: the copy is held
+
+  ASSERT_EQ(hrtDeviceReset(), hrtSuccess);
+  EXPECT_EQ(hrtPoolFree(pool, a), hrtSuccess) << hrtGetLastErrorMessage();
+  EXPECT_EQ(hrtPoolFreeAsync(pool, c, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  EXPECT_EQ(hrtPoolFreeAsync(pool, d, s), hrtSuccess) << hrtGetLastErrorMessage();
+  void* x = nullptr;
+  EXPECT_EQ(hrtPoolMallocAsync(pool, &x, 64, nullptr), hrtErrorDeviceLost) << hrtGetLastErrorMessage();
+  EXPECT_EQ(hrtPoolMalloc(pool, &x, 64), hrtErrorDeviceLost);
+  hrtPoolStats st{};
+  ASSERT_EQ(hrtPoolGetStats(pool, &st), hrtSuccess);
+  EXPECT_EQ(st.allocatedBytes, 0u);
+  EXPECT_EQ(st.pendingFreeBytes, 2048u + 4032u) << "b and d wait for the held copy on s";
+
+  emu->hold_queue(q, false);
+  emu->wait_until_stalled();
+  EXPECT_EQ(hrtPoolSynchronize(pool), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtPoolGetStats(pool, &st), hrtSuccess);
+  EXPECT_EQ(st.allocatedBytes, 0u);
+  EXPECT_EQ(st.requestedBytes, 0u);
+  EXPECT_EQ(st.pendingFreeBytes, 0u);
+  EXPECT_EQ(st.allocations, 4u);
+  EXPECT_EQ(st.deallocations, 4u);
+  EXPECT_EQ(st.reservedBytes, st.freeBytes + st.cachedBytes);
+  EXPECT_EQ(hrtStreamDestroy(s), hrtSuccess);
+  EXPECT_EQ(hrtPoolDestroy(pool), hrtSuccess);
+  // The next call opens the device again.
+  ASSERT_EQ(hrtPoolCreate(&pool, nullptr, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtPoolMallocAsync(pool, &x, 64, nullptr), hrtSuccess);
+  EXPECT_EQ(hrtPoolFreeAsync(pool, x, nullptr), hrtSuccess);
+  EXPECT_EQ(hrtPoolDestroy(pool), hrtSuccess);
+}
+
+// A stream of another device is refused with WrongDevice (C: hrtErrorWrongDevice) for
+// allocate, deallocate and record_stream, and by a memory resource on such a stream; a pool
+// whose device was closed refuses allocations with DeviceLost, the thread cache's warm path
+// included, while frees of its blocks still work. Before, all of these were accepted.
+TEST_F(PoolDeviceEdgeTest, StreamsOfAnotherDeviceAndClosedDevicesAreRefused) {
+  Device d0 = Device::open(0, Backend::Emulated), d1 = Device::open(1, Backend::Emulated);
+  Stream s0 = d0.create_stream(), s1 = d1.create_stream();
+  Pool pool(d0);
+  EXPECT_THROW((void)pool.allocate(64, s1), WrongDevice);
+  void* p = pool.allocate(64, s0);
+  EXPECT_THROW(pool.deallocate(p, s1), WrongDevice);
+  EXPECT_THROW(pool.record_stream(p, s1), WrongDevice);
+  try {
+    pool.deallocate(p, s1);
+  } catch (const WrongDevice& e) {
+    EXPECT_NE(std::string(e.what()).find("device 1"), std::string::npos) << e.what();
+    EXPECT_EQ(e.error_code(), EXDEV);
+  }
+  PoolMemoryResource mr(pool, &s1);
+  EXPECT_THROW((void)mr.allocate(64), WrongDevice);
+  void* cached = pool.allocate(128, s0);
+  pool.deallocate(cached, s0);  // parked in this thread's cache: the warm path would reuse it
+  EXPECT_EQ(pool.stats().cached_bytes, 128u);
+
+  d0.close();
+  EXPECT_THROW((void)pool.allocate(128, s0), DeviceLost) << "the thread cache served a closed device";
+  EXPECT_THROW((void)pool.allocate(64), DeviceLost);
+  EXPECT_THROW(pool.reserve(0, 1 << 20), DeviceLost);
+  EXPECT_NO_THROW(pool.deallocate(p, s0)) << "frees still work";
+  EXPECT_THROW((void)pool.allocate(64, s0), DeviceLost) << "nor after a free";
+  const PoolStats st = pool.stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_EQ(pool.trim(), st.reserved_bytes);
+  EXPECT_THROW(Pool{d0}, DeviceLost);
+
+  // C: hrtErrorWrongDevice.
+  hrtStream_t c0 = nullptr, c1 = nullptr;
+  hrtPool_t cp = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&c0), hrtSuccess);
+  ASSERT_EQ(hrtSetDevice(1), hrtSuccess);
+  ASSERT_EQ(hrtStreamCreate(&c1), hrtSuccess);
+  ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
+  ASSERT_EQ(hrtPoolCreate(&cp, c0, nullptr), hrtSuccess);
+  void* q = nullptr;
+  EXPECT_EQ(hrtPoolMallocAsync(cp, &q, 64, c1), hrtErrorWrongDevice);
+  EXPECT_NE(std::string(hrtGetLastErrorMessage()).find("another device"), std::string::npos)
+      << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtPoolMallocAsync(cp, &q, 64, c0), hrtSuccess);
+  EXPECT_EQ(hrtPoolFreeAsync(cp, q, c1), hrtErrorWrongDevice);
+  EXPECT_EQ(hrtPoolRecordStream(cp, q, c1), hrtErrorWrongDevice);
+  EXPECT_EQ(hrtPoolFreeAsync(cp, q, c0), hrtSuccess);
+  EXPECT_EQ(hrtPoolDestroy(cp), hrtSuccess);
+  EXPECT_EQ(hrtStreamDestroy(c0), hrtSuccess);
+  EXPECT_EQ(hrtStreamDestroy(c1), hrtSuccess);
+}
+
+// The attributes of a pool block describe the block as its user allocated it (start, the
+// size asked for, the offset into it), not the pool's segment around it; before, base and
+// size were the segment's (2 MiB) and offset the block's place in it.
+TEST_F(PoolDeviceEdgeTest, PointerAttributesOfAPoolBlockDescribeTheBlock) {
+  Device d = Device::open(0, Backend::Emulated);
+  Stream s = d.create_stream();
+  Pool pool(d);
+  void* first = pool.allocate(5000, s);
+  auto* p = static_cast<char*>(pool.allocate(1000, s));
+  const PointerAttributes a = pointer_attributes(p + 100);
+  EXPECT_EQ(a.type, MemoryType::Pinned);
+  EXPECT_EQ(a.base, p);
+  EXPECT_EQ(a.size, 1000u);
+  EXPECT_EQ(a.offset, 100u);
+  EXPECT_EQ(pointer_attributes(p).offset, 0u);
+  EXPECT_EQ(pointer_attributes(first).size, 5000u);
+  hrtPointerAttributes c{};
+  ASSERT_EQ(hrtPointerGetAttributes(&c, p + 999), hrtSuccess);
+  EXPECT_EQ(c.type, hrtMemoryTypePinned);
+  EXPECT_EQ(c.base, p);
+  EXPECT_EQ(c.size, 1000u);
+  EXPECT_EQ(c.offset, 999u);
+  pool.deallocate(p, s);
+  pool.deallocate(first, s);
+  // Memory of the pool that no one holds is described as the pool's pinned segment.
+  const PointerAttributes f = pointer_attributes(p);
+  EXPECT_EQ(f.type, MemoryType::Pinned);
+  EXPECT_GE(f.size, std::size_t{2} << 20);
+}
+
+// ---- the device's default pool (cudaMallocAsync) ------------------------------------------
+
+TEST_F(PoolDeviceEdgeTest, DeviceDefaultAndCurrentPool) {
+  std::weak_ptr<detail::DeviceCore> internals;
+  {
+    Device d0 = Device::open(0, Backend::Emulated), d1 = Device::open(1, Backend::Emulated);
+    internals = d0.core();
+    Stream s = d0.create_stream();
+    Pool& dp = d0.default_pool();
+    EXPECT_EQ(&dp, &d0.default_pool());
+    EXPECT_EQ(&d0.mem_pool(), &dp);
+    EXPECT_EQ(&Device(d0.core()).default_pool(), &dp) << "one per device, not per handle";
+    void* p = d0.malloc_async(1000, s);
+    EXPECT_EQ(dp.stats().allocated_bytes, 1024u);
+    EXPECT_EQ(pointer_attributes(p).size, 1000u);
+    Device::free_async(p, s);
+    EXPECT_EQ(dp.stats().allocated_bytes, 0u);
+    {
+      Pool mine(d0);
+      d0.set_mem_pool(mine);
+      EXPECT_EQ(&d0.mem_pool(), &mine);
+      void* q = d0.malloc_async(64, s);
+      EXPECT_EQ(mine.stats().allocated_bytes, 64u);
+      EXPECT_EQ(dp.stats().allocated_bytes, 0u);
+      Device::free_async(q, s);
+      EXPECT_EQ(mine.stats().allocated_bytes, 0u);
+      Pool other(d1);
+      EXPECT_THROW(d0.set_mem_pool(other), WrongDevice);
+      Stream s1 = d1.create_stream();
+      void* r = d0.malloc_async(64, s);
+      EXPECT_THROW(Device::free_async(r, s1), WrongDevice);
+      Device::free_async(r, s);
+      EXPECT_THROW((void)d0.malloc_async(64, s1), WrongDevice);
+    }
+    EXPECT_EQ(&d0.mem_pool(), &dp) << "a destroyed pool stops being the device's pool";
+    int not_pool = 0;
+    EXPECT_THROW(Device::free_async(&not_pool, s), InvalidArgument);
+    // Blocks still held when the last handle goes are the user's loss, as with any pool; a
+    // pending free keeps the internals alive until it is reclaimed.
+    void* last = d0.malloc_async(4000, s);
+    s.memcpy_async(DevicePtr(0), last, 4000);
+    Device::free_async(last, s);
+    s.synchronize();
+    d0.default_pool().synchronize();
+  }
+  EXPECT_TRUE(internals.expired()) << "the default pool kept its device's internals alive";
+}
+
+TEST_F(PoolDeviceEdgeTest, CMallocAsyncFreeAsyncAndTheDevicesPools) {
+  hrtPool_t dp = nullptr, cur = nullptr, mine = nullptr, other = nullptr;
+  hrtStream_t s = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&s), hrtSuccess);
+  ASSERT_EQ(hrtDeviceGetDefaultMemPool(&dp, 0), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtDeviceGetMemPool(&cur, 0), hrtSuccess);
+  EXPECT_EQ(cur, dp);
+  void *p = nullptr, *q = nullptr;
+  ASSERT_EQ(hrtMallocAsync(&p, 1000, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  hrtPoolStats st{};
+  ASSERT_EQ(hrtPoolGetStats(dp, &st), hrtSuccess);
+  EXPECT_EQ(st.allocatedBytes, 1024u);
+  EXPECT_EQ(hrtFreeAsync(p, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtPoolGetStats(dp, &st), hrtSuccess);
+  EXPECT_EQ(st.allocatedBytes, 0u);
+  EXPECT_EQ(hrtPoolDestroy(dp), hrtErrorInvalidValue) << "the default pool cannot be destroyed";
+
+  ASSERT_EQ(hrtPoolCreate(&mine, s, nullptr), hrtSuccess);
+  ASSERT_EQ(hrtDeviceSetMemPool(0, mine), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtDeviceGetMemPool(&cur, 0), hrtSuccess);
+  EXPECT_EQ(cur, mine);
+  ASSERT_EQ(hrtMallocAsync(&q, 64, s), hrtSuccess);
+  ASSERT_EQ(hrtPoolGetStats(mine, &st), hrtSuccess);
+  EXPECT_EQ(st.allocatedBytes, 64u);
+  EXPECT_EQ(hrtFreeAsync(q, s), hrtSuccess);
+  ASSERT_EQ(hrtPoolGetStats(mine, &st), hrtSuccess);
+  EXPECT_EQ(st.allocatedBytes, 0u);
+  ASSERT_EQ(hrtPoolDestroy(mine), hrtSuccess);
+  ASSERT_EQ(hrtDeviceGetMemPool(&cur, 0), hrtSuccess);
+  EXPECT_EQ(cur, dp) << "a destroyed pool stops being the device's pool";
+
+  ASSERT_EQ(hrtSetDevice(1), hrtSuccess);
+  ASSERT_EQ(hrtPoolCreate(&other, nullptr, nullptr), hrtSuccess);
+  ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
+  EXPECT_EQ(hrtDeviceSetMemPool(0, other), hrtErrorWrongDevice);
+  EXPECT_EQ(hrtPoolDestroy(other), hrtSuccess);
+  int not_pool = 0;
+  EXPECT_EQ(hrtFreeAsync(&not_pool, nullptr), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtFreeAsync(nullptr, nullptr), hrtSuccess);
+  EXPECT_EQ(hrtDeviceGetDefaultMemPool(&cur, 99), hrtErrorInvalidDevice);
+
+  // A reset leaves the default pool's blocks valid and freeable; the device gets a new one.
+  void* r = nullptr;
+  ASSERT_EQ(hrtMallocAsync(&r, 100, nullptr), hrtSuccess);
+  ASSERT_EQ(hrtStreamDestroy(s), hrtSuccess);
+  ASSERT_EQ(hrtDeviceReset(), hrtSuccess);
+  EXPECT_EQ(hrtFreeAsync(r, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtPoolGetStats(dp, &st), hrtSuccess) << "the handle stays valid while blocks are out";
+  EXPECT_EQ(st.allocatedBytes, 0u);
+  EXPECT_EQ(st.reservedBytes, 0u) << "a closed device's default pool returns idle segments";
+  ASSERT_EQ(hrtDeviceGetDefaultMemPool(&cur, 0), hrtSuccess);
+  EXPECT_NE(cur, dp);
+  ASSERT_EQ(hrtMallocAsync(&r, 100, nullptr), hrtSuccess);
+  EXPECT_EQ(hrtFreeAsync(r, nullptr), hrtSuccess);
+  // Reset with nothing allocated: the default pool's handle goes with the device.
+  ASSERT_EQ(hrtDeviceReset(), hrtSuccess);
+  EXPECT_EQ(hrtPoolGetStats(cur, &st), hrtErrorInvalidResourceHandle);
 }
 
 }  // namespace

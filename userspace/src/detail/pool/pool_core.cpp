@@ -133,7 +133,7 @@ ThreadCache& PoolCore::bind_thread() {
     }
   }
   auto link = std::make_shared<CacheLink>(weak_from_this(), options_.thread_cache_bytes);
-  link->cache.epoch_seen = flush_epoch_.load(std::memory_order_relaxed);
+  link->cache.epoch_seen = epoch_for_caches();
   {
     std::lock_guard lk(registry_mu_);
     links_.push_back(link);
@@ -172,8 +172,20 @@ void PoolCore::flush_thread_cache() {
 void PoolCore::drain_locked(ThreadCache& tc) noexcept {
   ThreadCounters::bump(tc.counters.held, -static_cast<std::int64_t>(tc.bytes()));
   tc.drain([this](Block* b) { arena_.free(b); });
-  tc.epoch_seen = flush_epoch_.load(std::memory_order_relaxed);
+  tc.epoch_seen = epoch_for_caches();
 }
+
+void PoolCore::source_closed() noexcept {
+  closed_.store(true, std::memory_order_release);
+  flush_epoch_.fetch_add(1, std::memory_order_release);  // every warm path misses from now on
+}
+
+namespace {
+[[noreturn]] void throw_closed(const char* what) {
+  throw DeviceLost(ENODEV, std::string("pool: ") + what + ": the pool's device was closed (its blocks stay " +
+                               "valid until freed; allocate from a pool of an open device)");
+}
+}  // namespace
 
 // ---- allocate ----------------------------------------------------------------------------
 
@@ -197,6 +209,7 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
 
 [[gnu::noinline]] void* PoolCore::allocate_slow(std::size_t bytes, StreamRef home) {
   check_process("allocate");
+  if (closed()) throw_closed("allocate");
   if (bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: allocate of " + std::to_string(bytes) + " bytes");
   const std::size_t rounded = block_size_for(bytes);
@@ -545,6 +558,24 @@ void PoolCore::record_stream(void* p, StreamRef stream) {
 
 std::size_t PoolCore::block_size(const void* p) const { return find_allocated(p)->size; }
 
+bool PoolCore::describe(const void* p, std::uintptr_t& base, std::size_t& requested) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lk(mu_);  // no block splits or merges meanwhile
+  const Segment* seg = map_.lookup(addr);
+  if (seg == nullptr || addr - seg->base >= seg->size) return false;
+  // Only a block's first slot names it: the nearest named slot at or before p is its block.
+  const SlotTable::View v = seg->slots.view();
+  for (std::size_t i = (addr - seg->base) / kAlignment + 1; i-- > 0;) {
+    const Block* b = SlotTable::load(v, i).block;
+    if (b == nullptr) continue;
+    if (addr - b->addr >= b->size || b->load_state() != BlockState::Allocated) return false;
+    base = b->addr;
+    requested = b->requested;
+    return true;
+  }
+  return false;
+}
+
 // ---- under the arena lock ----------------------------------------------------------------
 
 void PoolCore::reclaim_locked(StreamKeeps& released) noexcept {
@@ -588,6 +619,7 @@ void PoolCore::sample_peaks_locked() noexcept {
 
 void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
   check_process("reserve");
+  if (closed()) throw_closed("reserve");
   if (large_bytes > kMaxRequest || small_bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: reserve of more than 2^46 bytes");
   auto one = [this](std::size_t bytes, SizeClass cls) {

@@ -43,6 +43,14 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void record_stream(void* p, StreamRef stream);
   // The usable size of an allocated block (the request rounded up to 64 bytes).
   std::size_t block_size(const void* p) const;
+  // Whether p lies in one of this pool's segments (no lock; a pool being destroyed must not
+  // be asked).
+  bool owns(const void* p) const noexcept {
+    return map_.lookup(reinterpret_cast<std::uintptr_t>(p)) != nullptr;
+  }
+  // The allocated block containing p (any byte of it): its address and the size the user
+  // asked for. False when p is in no allocated block of this pool (free, cached, pending).
+  bool describe(const void* p, std::uintptr_t& base, std::size_t& requested) const;
 
   void reserve(std::size_t large_bytes, std::size_t small_bytes);
   std::size_t trim(std::size_t keep_bytes);
@@ -60,6 +68,14 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // once instead of waiting for pending frees, whose jobs hold their own references on the
   // BOs. Set before first use.
   void abandon_pending_on_destroy() noexcept { abandon_pending_ = true; }
+
+  // The device behind the segment source was closed (Device::close, hrtDeviceReset): from now
+  // on allocate() and reserve() throw DeviceLost, while frees, record_stream, trim, stats and
+  // synchronize go on working (the blocks stay valid until freed). Every thread's warm path
+  // misses from then on (its cache epoch never matches again), so the check costs the warm
+  // path nothing. Idempotent.
+  void source_closed() noexcept;
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
 
   // Internal: a thread that used this pool is exiting.
   void retire(CacheLink& link) noexcept;
@@ -96,6 +112,12 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::unique_ptr<SegmentSource> source_;
   std::atomic<std::size_t> release_threshold_;
   std::atomic<std::uint64_t> flush_epoch_{0};
+  std::atomic<bool> closed_{false};
+  // A cache's epoch_seen once the pool is closed: flush_epoch_ never gets there.
+  static constexpr std::uint64_t kClosedEpoch = ~std::uint64_t{0};
+  std::uint64_t epoch_for_caches() const noexcept {
+    return closed() ? kClosedEpoch : flush_epoch_.load(std::memory_order_relaxed);
+  }
   bool abandon_pending_ = false;
   const std::uint64_t fork_generation_;
 
