@@ -49,8 +49,16 @@
 //  - Destroying the pool waits for all pending work, then returns every segment; blocks
 //    still held by the user become invalid.
 //
+//  - Thread and process exit: objects destroyed after a thread's pool state (thread_locals
+//    made before the thread first used the pool, static destructors) may still use the pool;
+//    they go through a shared, lock-protected exit cache.
+//  - deallocate either frees or, when it throws, changes nothing (the block stays allocated).
+//  - max_bytes is a hard limit: segments being allocated by other threads count against it.
+//
 // Errors: InvalidArgument for a pointer the pool did not hand out (or freed twice, as far
-// as it can tell), PoolOutOfMemory as above, DeviceFault from sync_on_free.
+// as it can tell), WrongDevice for a stream of another device, DeviceLost for an allocation
+// once the device is closed, PoolOutOfMemory (a std::bad_alloc) as above, DeviceFault from
+// sync_on_free.
 #pragma once
 
 #include <cstddef>
