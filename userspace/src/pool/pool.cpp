@@ -24,20 +24,28 @@ namespace {
 using detail::pool::PoolCore;
 using detail::pool::StreamRef;
 
-[[noreturn]] void throw_wrong_device(const char* what, const detail::StreamCore& s,
-                                     const detail::DeviceCore* pool_device) {
+[[noreturn, gnu::noinline, gnu::cold]] void throw_empty_stream() {
+  throw InvalidArgument(EINVAL, "pool: empty (destroyed or moved-from) stream");
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void throw_wrong_device(const char* what, const detail::StreamCore& s,
+                                                               const detail::DeviceCore* pool_device) {
   throw WrongDevice(EXDEV, std::string("pool: ") + what + ": a stream of another device (device " +
                                std::to_string(s.device()->index()) + ") than the pool's (device " +
                                std::to_string(pool_device->index()) + ")");
 }
 
-// The pool's view of a stream, refused when the stream is empty or of another device.
-StreamRef ref(Stream& s, const detail::DeviceCore* pool_device, const char* what) {
-  if (!s) throw InvalidArgument(EINVAL, "pool: empty (destroyed or moved-from) stream");
-  detail::StreamCore& c = *s.core();
-  if (pool_device != nullptr && c.device().get() != pool_device) [[unlikely]]
-    throw_wrong_device(what, c, pool_device);
-  return detail::pool::stream_ref(c);
+// The pool's view of a stream, refused when the stream is empty or of another device. On the
+// warm path of every allocate/free through Pool: inline, two loads and a compare, the
+// throws out of line (an outlined call here cost ~3 ns of a 12 ns pair).
+[[gnu::always_inline]] inline StreamRef ref(Stream& s, const detail::DeviceCore* pool_device,
+                                            const char* what) {
+  detail::StreamCore* c = s.core().get();
+  if (c == nullptr) [[unlikely]]
+    throw_empty_stream();
+  if (pool_device != nullptr && c->device().get() != pool_device) [[unlikely]]
+    throw_wrong_device(what, *c, pool_device);
+  return detail::pool::stream_ref(*c);
 }
 
 // Every live Pool, for find_pool (hrtFreeAsync) and pointer attributes. Never destroyed:
