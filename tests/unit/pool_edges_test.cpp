@@ -389,9 +389,13 @@ TEST_F(PoolDeviceEdgeTest, DeviceResetWithLivePoolsAndPendingFrees) {
   detail::EmulatedBackend* emu = detail::emulated_backend(Device(s->stream.core()->device()));
   ASSERT_NE(emu, nullptr);
   const std::uint32_t q = s->stream.core()->queue_id();
+  const std::uint32_t q_null = detail::capi::stream_of(nullptr).core()->queue_id();
   emu->hold_queue(q, true);
+  emu->hold_queue(q_null, true);
   ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), b, 2000, hrtMemcpyHostToDevice, s), hrtSuccess);
   ASSERT_EQ(hrtPoolFreeAsync(pool, b, s), hrtSuccess);  // pending: the copy is held
+  // Work on the default stream still queued at the reset: a's free must wait for it.
+  ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), a, 1000, hrtMemcpyHostToDevice, nullptr), hrtSuccess);
 
   ASSERT_EQ(hrtDeviceReset(), hrtSuccess);
   EXPECT_EQ(hrtPoolFree(pool, a), hrtSuccess) << hrtGetLastErrorMessage();
@@ -403,9 +407,11 @@ TEST_F(PoolDeviceEdgeTest, DeviceResetWithLivePoolsAndPendingFrees) {
   hrtPoolStats st{};
   ASSERT_EQ(hrtPoolGetStats(pool, &st), hrtSuccess);
   EXPECT_EQ(st.allocatedBytes, 0u);
-  EXPECT_EQ(st.pendingFreeBytes, 2048u + 4032u) << "b and d wait for the held copy on s";
+  EXPECT_EQ(st.pendingFreeBytes, 1024u + 2048u + 3008u + 4032u)
+      << "a, c wait for the default stream, b, d for s";
 
   emu->hold_queue(q, false);
+  emu->hold_queue(q_null, false);
   emu->wait_until_stalled();
   EXPECT_EQ(hrtPoolSynchronize(pool), hrtSuccess) << hrtGetLastErrorMessage();
   ASSERT_EQ(hrtPoolGetStats(pool, &st), hrtSuccess);
