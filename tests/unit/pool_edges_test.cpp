@@ -623,5 +623,31 @@ TEST_F(PoolDeviceEdgeTest, CMallocAsyncFreeAsyncAndTheDevicesPools) {
   EXPECT_EQ(hrtPoolGetStats(cur, &st), hrtErrorInvalidResourceHandle);
 }
 
+// hrtMallocAsync on the NULL stream, work still queued there, hrtDeviceReset, then
+// hrtFreeAsync: the default pool's handle (made by hrtMallocAsync) holds the default stream,
+// so the free waits for that work instead of reading a destroyed stream.
+TEST_F(PoolDeviceEdgeTest, DefaultPoolBlocksOnTheNullStreamSurviveAReset) {
+  void* r = nullptr;
+  ASSERT_EQ(hrtMallocAsync(&r, 1000, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  hostrt::Stream& null_stream = detail::capi::stream_of(nullptr);
+  detail::EmulatedBackend* emu = detail::emulated_backend(Device(null_stream.core()->device()));
+  ASSERT_NE(emu, nullptr);
+  const std::uint32_t q = null_stream.core()->queue_id();
+  emu->hold_queue(q, true);
+  ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), r, 1000, hrtMemcpyHostToDevice, nullptr), hrtSuccess);
+  ASSERT_EQ(hrtDeviceReset(), hrtSuccess);
+  EXPECT_EQ(hrtFreeAsync(r, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  Pool* owner = detail::find_pool(r);
+  ASSERT_NE(owner, nullptr);
+  EXPECT_EQ(owner->stats().pending_free_bytes, 1024u) << "the free waits for the queued copy";
+  emu->hold_queue(q, false);
+  emu->wait_until_stalled();
+  owner->synchronize();
+  const PoolStats st = owner->stats();
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_EQ(st.pending_free_bytes, 0u);
+  EXPECT_EQ(st.allocations, st.deallocations);
+}
+
 }  // namespace
 }  // namespace hostrt::test

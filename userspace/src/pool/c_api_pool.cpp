@@ -66,16 +66,18 @@ DefaultPools& default_pools() {
   return *d;
 }
 
-hrtPool* default_pool_handle(const std::shared_ptr<hostrt::Device>& device) {
+// Made also by hrtMallocAsync on the default pool: the handle holds the device's default
+// stream, so that blocks allocated on it can be freed after hrtDeviceReset.
+hrtPool* default_pool_handle(hostrt::Device& device) {
   auto& dp = default_pools();
-  const hostrt::detail::DeviceCore* key = device->core().get();
+  const hostrt::detail::DeviceCore* key = device.core().get();
   {
     std::lock_guard lk(dp.m);
     if (auto it = dp.by_device.find(key); it != dp.by_device.end()) return it->second;
   }
-  auto h = std::make_unique<hrtPool>(hrtPool{hostrt::Device(device->core()),
+  auto h = std::make_unique<hrtPool>(hrtPool{hostrt::Device(device.core()),
                                              hostrt::detail::capi::default_stream_of(key), nullptr,
-                                             &device->default_pool()});
+                                             &device.default_pool()});
   std::lock_guard lk(dp.m);
   auto [it, made] = dp.by_device.emplace(key, h.get());
   if (made) {
@@ -243,7 +245,7 @@ hrtError_t hrtPoolResetPeakStats(hrtPool_t pool) {
 hrtError_t hrtDeviceGetDefaultMemPool(hrtPool_t* pool, int device) {
   return guarded(__func__, [&] {
     expect(pool != nullptr, hrtErrorInvalidValue, "NULL pool out-pointer");
-    *pool = default_pool_handle(hostrt::detail::capi::device_at(device));
+    *pool = default_pool_handle(*hostrt::detail::capi::device_at(device));
   });
 }
 
@@ -260,7 +262,7 @@ hrtError_t hrtDeviceGetMemPool(hrtPool_t* pool, int device) {
     const auto d = hostrt::detail::capi::device_at(device);
     hostrt::Pool* current = &d->mem_pool();
     if (current == &d->default_pool()) {
-      *pool = default_pool_handle(d);
+      *pool = default_pool_handle(*d);
       return;
     }
     hrtPool* h = Pools::instance().find_if([current](const hrtPool& x) { return x.pool == current; });
@@ -274,7 +276,9 @@ hrtError_t hrtMallocAsync(void** ptr, size_t size, hrtStream_t stream) {
     expect(ptr != nullptr, hrtErrorInvalidValue, "NULL out-pointer");
     hostrt::Stream& s = stream_of(stream);
     hostrt::Device d(s.core()->device());
-    *ptr = d.malloc_async(size, s);
+    hostrt::Pool& current = d.mem_pool();
+    if (&current == &d.default_pool()) (void)default_pool_handle(d);
+    *ptr = current.allocate(size, s);
   });
 }
 
