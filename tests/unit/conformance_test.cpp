@@ -631,20 +631,40 @@ TEST_P(Conformance, IndependentStreamsOvertakeAHeldOne) {
   slow.synchronize();
 }
 
+// Each of the three waits must queue nothing for the next job: no in-fence, no "waits queued"
+// bit in the state word (which would also send every pool free on the stream down the slow
+// path). Emulated: s's queue is held, so the event on s itself is certainly not reached and
+// only the same-stream rule can drop it (before, the test asserted nothing about the waits).
 TEST_P(Conformance, WaitingOnAnEventOfTheSameOrAnIdleStreamAddsNothing) {
   Stream s = dev().create_stream(), t = dev().create_stream();
   PinnedBuffer a = dev().host_alloc(64);
+  if (emu()) emu()->hold_queue(queue_of(s), true);
   s.memcpy_async(DevicePtr(0), a.data(), 64);
+  auto queued = [&s] {
+    return (s.core()->state_word() & detail::StreamCore::kWaitsQueued) != 0 ||
+           !s.core()->pending_waits().empty();
+  };
   Event e;
   e.record(s);
+  if (emu()) {
+    emu()->wait_until_stalled();
+    EXPECT_FALSE(e.query()) << "s's job is held";
+  }
   s.wait(e);
+  EXPECT_FALSE(queued()) << "a wait on the stream's own event was queued";
   Event idle;
   idle.record(t);
+  EXPECT_EQ(idle.point(), 0u);
   s.wait(idle);
+  EXPECT_FALSE(queued()) << "a wait on an idle stream's event was queued";
   s.wait(Event{});
+  EXPECT_FALSE(queued()) << "a wait on a never recorded event was queued";
   s.memcpy_async(DevicePtr(0), a.data(), 64);
+  EXPECT_FALSE(queued());
+  if (emu()) emu()->hold_queue(queue_of(s), false);
   s.synchronize();
   EXPECT_EQ(s.last_submitted(), 2u);
+  EXPECT_TRUE(e.query());
 }
 
 // ---- Destroyed streams, closed devices ----

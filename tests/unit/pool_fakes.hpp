@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -117,6 +119,8 @@ struct SourceCounters {
   std::size_t refuse_above = static_cast<std::size_t>(-1);  // live bytes the "driver" allows
   std::size_t last_request = 0;
   std::size_t round_to = 1;  // a "driver" that hands out more than asked (BO granularity)
+  std::size_t peak_live_bytes = 0;
+  std::atomic<unsigned> delay_us{0};  // a slow "driver": each allocation sleeps this long first
 };
 
 class FakeSource final : public detail::pool::SegmentSource {
@@ -124,6 +128,7 @@ class FakeSource final : public detail::pool::SegmentSource {
   explicit FakeSource(std::shared_ptr<SourceCounters> c) : c_(std::move(c)) {}
 
   std::unique_ptr<detail::pool::SegmentMemory> allocate(std::size_t bytes) override {
+    if (const unsigned d = c_->delay_us.load()) std::this_thread::sleep_for(std::chrono::microseconds(d));
     {
       std::lock_guard lk(c_->mu);
       c_->last_request = bytes;
@@ -131,6 +136,7 @@ class FakeSource final : public detail::pool::SegmentSource {
       if (c_->live_bytes + bytes > c_->refuse_above)
         throw OutOfMemory(ENOMEM, "fake source: refused " + std::to_string(bytes));
       c_->live_bytes += bytes;
+      c_->peak_live_bytes = std::max(c_->peak_live_bytes, c_->live_bytes);
       ++c_->live_segments;
       ++c_->allocations;
     }

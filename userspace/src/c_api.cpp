@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "detail/c_api_support.hpp"
+#include "detail/device_core.hpp"
 #include "hostrt/hostrt.h"
 #include "hostrt/hostrt.hpp"
 
@@ -54,7 +55,8 @@ Backend selected_backend() {
 struct State {
   struct Dev {
     std::shared_ptr<hostrt::Device> device;
-    std::unique_ptr<hrtStream> default_stream;
+    // Shared with the pools of the device (their NULL stream), which may outlive a reset.
+    std::shared_ptr<hrtStream> default_stream;
   };
   std::mutex m;
   std::map<std::pair<Backend, int>, Dev> devices;
@@ -69,23 +71,30 @@ State& state() {
   return *s;
 }
 
-// The current device of this thread, opened on first use; DeviceLost once closed.
-State::Dev& current_locked(State& st) {
+// Device `index` of the selected backend, opened on first use; DeviceLost once closed.
+State::Dev& device_locked(State& st, int index) {
   const Backend b = selected_backend();
-  auto key = std::make_pair(b, t_device);
+  auto key = std::make_pair(b, index);
   auto it = st.devices.find(key);
   if (it == st.devices.end()) {
     const std::size_t n = hostrt::Device::count(b);
     expect(n > 0, hrtErrorNoDevice, std::string("no ") + hostrt::to_string(b) + " device");
-    expect(static_cast<std::size_t>(t_device) < n, hrtErrorInvalidDevice,
-           "device " + std::to_string(t_device) + " of " + std::to_string(n));
+    expect(index >= 0 && static_cast<std::size_t>(index) < n, hrtErrorInvalidDevice,
+           "device " + std::to_string(index) + " of " + std::to_string(n));
     State::Dev d;
-    d.device = std::make_shared<hostrt::Device>(hostrt::Device::open(static_cast<std::size_t>(t_device), b));
+    d.device = std::make_shared<hostrt::Device>(hostrt::Device::open(static_cast<std::size_t>(index), b));
     it = st.devices.emplace(key, std::move(d)).first;
   }
-  expect(it->second.device->is_open(), hrtErrorDeviceLost,
-         "device " + std::to_string(t_device) + " is closed");
+  expect(it->second.device->is_open(), hrtErrorDeviceLost, "device " + std::to_string(index) + " is closed");
   return it->second;
+}
+
+// The current device of this thread.
+State::Dev& current_locked(State& st) { return device_locked(st, t_device); }
+
+std::shared_ptr<hrtStream>& default_stream_locked(State::Dev& d) {
+  if (!d.default_stream) d.default_stream = std::make_shared<hrtStream>(hrtStream{d.device->create_stream()});
+  return d.default_stream;
 }
 
 }  // namespace
@@ -96,14 +105,24 @@ std::shared_ptr<hostrt::Device> hostrt::detail::capi::current_device() {
   return current_locked(st).device;
 }
 
+std::shared_ptr<hostrt::Device> hostrt::detail::capi::device_at(int index) {
+  auto& st = state();
+  std::lock_guard lk(st.m);
+  return device_locked(st, index).device;
+}
+
+std::shared_ptr<hrtStream> hostrt::detail::capi::default_stream_of(const hostrt::detail::DeviceCore* device) {
+  auto& st = state();
+  std::lock_guard lk(st.m);
+  for (auto& [key, d] : st.devices)
+    if (d.device->core().get() == device && d.device->is_open()) return default_stream_locked(d);
+  return nullptr;
+}
+
 hostrt::Stream& hostrt::detail::capi::stream_of(hrtStream_t s) {
   auto& st = state();
   std::lock_guard lk(st.m);
-  if (!s) {
-    auto& d = current_locked(st);
-    if (!d.default_stream) d.default_stream.reset(new hrtStream{d.device->create_stream()});
-    return d.default_stream->stream;
-  }
+  if (!s) return default_stream_locked(current_locked(st))->stream;
   expect(st.streams.count(s) != 0, hrtErrorInvalidResourceHandle, "unknown or destroyed stream");
   return s->stream;
 }
@@ -215,6 +234,7 @@ hrtError_t hrtDeviceReset(void) {
       st.devices.erase(it);
     }
     d.device->close();
+    hostrt::detail::capi::device_reset_pools(*d.device);
     return hrtSuccess;
   });
 }
@@ -422,6 +442,8 @@ const char* hrtGetErrorName(hrtError_t error) {
       return "hrtErrorNotSupported";
     case hrtErrorUsedAfterFork:
       return "hrtErrorUsedAfterFork";
+    case hrtErrorWrongDevice:
+      return "hrtErrorWrongDevice";
     case hrtErrorUnknown:
       return "hrtErrorUnknown";
   }
@@ -456,6 +478,8 @@ const char* hrtGetErrorString(hrtError_t error) {
       return "operation not supported";
     case hrtErrorUsedAfterFork:
       return "device or pool of the parent process used after fork()";
+    case hrtErrorWrongDevice:
+      return "stream or pool of another device";
     case hrtErrorUnknown:
       return "unknown error";
   }

@@ -3,6 +3,7 @@
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
 #include "hostrt/error.hpp"
+#include "hostrt/pool.hpp"
 
 namespace hostrt {
 
@@ -82,6 +83,21 @@ void Device::synchronize() {
   std::vector<std::pair<std::shared_ptr<detail::StreamCore>, std::uint64_t>> points;
   for (auto& s : core_->streams()) points.emplace_back(s, s->last_submitted());
   for (auto& [s, p] : points) s->wait(p);
+}
+
+Pool& Device::default_pool() { return live(core_, "default_pool").default_pool(); }
+Pool& Device::mem_pool() { return live(core_, "mem_pool").mem_pool(); }
+void Device::set_mem_pool(Pool& pool) { live(core_, "set_mem_pool").set_mem_pool(&pool); }
+void Device::reset_mem_pool() { live(core_, "reset_mem_pool").set_mem_pool(nullptr); }
+
+void* Device::malloc_async(std::size_t bytes, Stream& stream) {
+  return live(core_, "malloc_async").mem_pool().allocate(bytes, stream);
+}
+
+void Device::free_async(void* p, Stream& stream) {
+  Pool* pool = detail::find_pool(p);
+  EXPECTS(pool != nullptr, "free_async: the pointer is not in a pool's memory");
+  pool->deallocate(p, stream);
 }
 
 void Device::close() noexcept {

@@ -7,8 +7,6 @@
 
 namespace hostrt {
 
-Error::Error(int err, const std::string& message) : std::runtime_error(message), err_(err) {}
-
 void throw_errno(int err, const std::string& context) {
   const std::string msg = context + ": " + std::strerror(err);
   switch (err) {
@@ -22,6 +20,8 @@ void throw_errno(int err, const std::string& context) {
       throw DeviceLost(err, msg);
     case EEXIST:
       throw AlreadyRegistered(err, msg);
+    case EXDEV:
+      throw WrongDevice(err, msg);
     case EOPNOTSUPP:
     case ENOTTY:
     case ENOSYS:
@@ -36,7 +36,7 @@ void throw_errno(int err, const std::string& context) {
     case EOVERFLOW:
       throw InvalidArgument(err, msg);
     default:
-      throw Error(err, msg);
+      throw SystemError(err, msg);
   }
 }
 

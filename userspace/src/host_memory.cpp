@@ -2,6 +2,7 @@
 
 #include "detail/device_core.hpp"
 #include "detail/registry.hpp"
+#include "hostrt/pool.hpp"
 
 namespace hostrt {
 
@@ -37,6 +38,13 @@ PointerAttributes pointer_attributes(const void* p) {
     a.base = reinterpret_cast<void*>(e->begin);
     a.size = e->end - e->begin;
     a.offset = reinterpret_cast<std::uintptr_t>(p) - e->begin;
+    // A block of a pool is what its user allocated, not the pool's segment around it.
+    detail::PoolBlockInfo block;
+    if (e->type == MemoryType::Pinned && detail::describe_pool_block(p, block)) {
+      a.base = block.base;
+      a.size = block.size;
+      a.offset = static_cast<std::size_t>(static_cast<const char*>(p) - static_cast<const char*>(block.base));
+    }
   }
   return a;
 }

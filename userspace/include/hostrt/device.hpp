@@ -19,6 +19,7 @@ namespace hostrt {
 namespace detail {
 class DeviceCore;
 }
+class Pool;
 
 class Device {
  public:
@@ -60,6 +61,25 @@ class Device {
   Stream create_stream();
   // Waits for the work submitted so far on every live stream of this device.
   void synchronize();
+
+  // Stream-ordered allocation from the device's pool, as cudaMallocAsync / cudaFreeAsync:
+  // - default_pool(): made on first use (default PoolOptions), owned by the device's
+  //   internals and destroyed with them, i.e. when the last Device, Stream, buffer or pool
+  //   handle of the device goes (its blocks become invalid then); it keeps them alive only
+  //   while frees are pending on it. Closing the device does not destroy it: as every pool
+  //   of a closed device, it refuses allocations (DeviceLost) and accepts frees.
+  // - mem_pool(): the pool malloc_async allocates from; default_pool() unless set_mem_pool
+  //   named another pool of this device (WrongDevice otherwise). A pool that is destroyed
+  //   stops being the device's pool; reset_mem_pool() goes back to the default one.
+  // - malloc_async(n, s) = mem_pool().allocate(n, s). free_async(p, s) frees p, a block of
+  //   any pool of the process, stream-ordered on s (WrongDevice if s is of another device
+  //   than that pool's); InvalidArgument if no pool owns p.
+  Pool& default_pool();
+  Pool& mem_pool();
+  void set_mem_pool(Pool& pool);
+  void reset_mem_pool();
+  void* malloc_async(std::size_t bytes, Stream& stream);
+  static void free_async(void* p, Stream& stream);
 
   // Marks the device closed: later calls throw DeviceLost. Idempotent, never throws.
   void close() noexcept;

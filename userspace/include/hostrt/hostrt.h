@@ -43,6 +43,7 @@ typedef enum hrtError {
   hrtErrorLaunchFailure = 10,        /* submitted work failed on the device */
   hrtErrorNotSupported = 11,
   hrtErrorUsedAfterFork = 12, /* a device or pool opened before fork() used in the child */
+  hrtErrorWrongDevice = 13,   /* a stream or pool used with an object of another device */
   hrtErrorUnknown = 999
 } hrtError_t;
 
@@ -80,7 +81,9 @@ hrtError_t hrtSetDevice(int device);
 hrtError_t hrtGetDevice(int* device);
 hrtError_t hrtDeviceSynchronize(void);
 /* Closes the current device: its streams and events fail with hrtErrorDeviceLost, its host
- * memory can still be freed. The next call that needs the device opens it again. */
+ * memory can still be freed. Its pools (hostrt_pool.h, the default one included) refuse
+ * allocations with hrtErrorDeviceLost; their blocks stay valid and can still be freed. The
+ * next call that needs the device opens it again. */
 hrtError_t hrtDeviceReset(void);
 /* A raw capability (enum drm_edu_accel_param) of the current device. */
 hrtError_t hrtDeviceGetParam(uint64_t* value, uint32_t param);

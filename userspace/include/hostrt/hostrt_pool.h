@@ -6,11 +6,18 @@
  * records its code and message as hostrt.h's calls do (hrtGetLastError,
  * hrtPeekAtLastError, hrtGetLastErrorMessage).
  *
- * Streams follow hostrt.h: NULL is the current device's default stream, and a handle must be
- * live. A stream must stay live while a block allocated on it (or recorded with it) is held;
- * frees pending on a stream keep it alive themselves, so it may be destroyed after the free.
- * hrtPoolMalloc / hrtPoolFree are the stream-less forms (no home stream; free on the home
- * stream).
+ * Streams: a handle must be live and of the pool's device (hrtErrorWrongDevice otherwise).
+ * NULL is the default stream of the pool's device (for hrtPoolCreate and hrtMallocAsync: of
+ * the current device). A stream must stay live while a block allocated on it (or recorded
+ * with it) is held; frees pending on a stream keep it alive themselves, so it may be
+ * destroyed after the free. hrtPoolMalloc / hrtPoolFree are the stream-less forms (no home
+ * stream; free on the home stream).
+ *
+ * hrtDeviceReset closes the device: its pools (the default one included) refuse allocations
+ * with hrtErrorDeviceLost from then on, but their blocks stay valid, and frees (with NULL or
+ * a stream of that device, or none), trims, statistics and hrtPoolDestroy keep working, so
+ * the statistics still add up. The next call that needs the device opens a new one, with a
+ * new default pool.
  */
 #ifndef HOSTRT_HOSTRT_POOL_H_
 #define HOSTRT_HOSTRT_POOL_H_
@@ -73,6 +80,26 @@ hrtError_t hrtPoolGetStats(hrtPool_t pool, hrtPoolStats* stats);
 /* Restarts the peak statistics from the current values (and the growth policy's high-water
  * mark of reserved bytes with them). */
 hrtError_t hrtPoolResetPeakStats(hrtPool_t pool);
+
+/*
+ * Stream-ordered allocation from a device's pool, as cudaMallocAsync:
+ * - hrtDeviceGetDefaultMemPool: the device's default pool (made on first use, default
+ *   properties). It cannot be destroyed (hrtErrorInvalidValue). After hrtDeviceReset its
+ *   handle stays valid while blocks of it are allocated (it then returns each segment as it
+ *   goes idle), and is destroyed with the reset when none are.
+ * - hrtDeviceSetMemPool / hrtDeviceGetMemPool: the pool hrtMallocAsync uses for the device
+ *   (the default pool unless set; a pool of another device is hrtErrorWrongDevice). A
+ *   destroyed pool stops being the device's pool: the default one is again.
+ * - hrtMallocAsync allocates from the current pool of the stream's device (NULL: the current
+ *   device's default stream). hrtFreeAsync frees a block of any pool, stream-ordered on
+ *   `stream` (NULL: the default stream of the pool's device); NULL ptr is a no-op.
+ * `device` is an index as for hrtSetDevice.
+ */
+hrtError_t hrtDeviceGetDefaultMemPool(hrtPool_t* pool, int device);
+hrtError_t hrtDeviceSetMemPool(int device, hrtPool_t pool);
+hrtError_t hrtDeviceGetMemPool(hrtPool_t* pool, int device);
+hrtError_t hrtMallocAsync(void** ptr, size_t size, hrtStream_t stream);
+hrtError_t hrtFreeAsync(void* ptr, hrtStream_t stream);
 
 /*
  * Registration cache (hostrt::RegistrationCache): hrtHostRegister behind an interval index

@@ -49,8 +49,16 @@
 //  - Destroying the pool waits for all pending work, then returns every segment; blocks
 //    still held by the user become invalid.
 //
+//  - Thread and process exit: objects destroyed after a thread's pool state (thread_locals
+//    made before the thread first used the pool, static destructors) may still use the pool;
+//    they go through a shared, lock-protected exit cache.
+//  - deallocate either frees or, when it throws, changes nothing (the block stays allocated).
+//  - max_bytes is a hard limit: segments being allocated by other threads count against it.
+//
 // Errors: InvalidArgument for a pointer the pool did not hand out (or freed twice, as far
-// as it can tell), PoolOutOfMemory as above, DeviceFault from sync_on_free.
+// as it can tell), WrongDevice for a stream of another device, DeviceLost for an allocation
+// once the device is closed, PoolOutOfMemory (a std::bad_alloc) as above, DeviceFault from
+// sync_on_free.
 #pragma once
 
 #include <cstddef>
@@ -71,7 +79,8 @@ class Stream;
 
 namespace detail {
 class StreamCore;
-}
+class DeviceCore;
+}  // namespace detail
 
 namespace detail::pool {
 class PoolCore;
@@ -145,7 +154,10 @@ class PoolBuffer;
 class Pool {
  public:
   // Segments come from device.host_alloc. The pool keeps the device's internals alive, so the
-  // Device object itself may go first (closing the device still ends its use).
+  // Device object itself may go first. DeviceLost if the device is closed. Once it is closed
+  // (Device::close, hrtDeviceReset), allocate() and reserve() throw DeviceLost; blocks stay
+  // valid, and frees, record_stream, trim, stats and synchronize keep working.
+  // allocate/deallocate/record_stream on a stream of another device throw WrongDevice.
   explicit Pool(Device& device, PoolOptions options = {});
   // Segments from any source (tests, or memory the caller pins some other way).
   Pool(std::unique_ptr<detail::pool::SegmentSource> source, PoolOptions options);
@@ -184,10 +196,32 @@ class Pool {
   void reset_peak_stats();
 
   detail::pool::PoolCore& core() const noexcept { return *core_; }
+  // Internal: the device whose host_alloc feeds the pool (nullptr for another source).
+  detail::DeviceCore* device_core() const noexcept { return device_; }
 
  private:
+  friend class detail::DeviceCore;
+  struct DefaultPoolTag {};
+  // A device's default pool, owned by the device's internals (which it does not keep alive).
+  Pool(DefaultPoolTag, detail::DeviceCore& device);
+  void attach(detail::DeviceCore* device);
+
   std::shared_ptr<detail::pool::PoolCore> core_;
+  detail::DeviceCore* device_ = nullptr;
 };
+
+namespace detail {
+// The live Pool that owns p (p in one of its segments), or nullptr. The process-wide list of
+// pools is what hrtFreeAsync and pointer_attributes search.
+Pool* find_pool(const void* p);
+// The allocated pool block containing p (any byte of it): its start and the size its user
+// asked for. False when p is in no allocated block of any pool.
+struct PoolBlockInfo {
+  void* base = nullptr;
+  std::size_t size = 0;
+};
+bool describe_pool_block(const void* p, PoolBlockInfo& info);
+}  // namespace detail
 
 // One block of a Pool, freed on its stream when the handle goes. Movable. It holds the
 // stream's internals, not the Stream handle: the handle may be moved or destroyed first.

@@ -20,6 +20,10 @@ struct hrtEvent {
   hostrt::Event event;
 };
 
+namespace hostrt::detail {
+class DeviceCore;
+}
+
 namespace hostrt::detail::capi {
 
 // A C-level failure with its status code decided already.
@@ -42,6 +46,8 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
     return body();
   } catch (const CError& e) {
     return fail(e.code, fn, e.message);
+  } catch (const WrongDevice& e) {
+    return fail(hrtErrorWrongDevice, fn, e.what());
   } catch (const AlreadyRegistered& e) {
     return fail(hrtErrorHostMemoryAlreadyRegistered, fn, e.what());
   } catch (const InvalidArgument& e) {
@@ -56,6 +62,8 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
     return fail(hrtErrorLaunchFailure, fn, e.what());
   } catch (const NotSupported& e) {
     return fail(hrtErrorNotSupported, fn, e.what());
+  } catch (const Error& e) {  // SystemError and any class without a code of its own
+    return fail(hrtErrorUnknown, fn, e.what());
   } catch (const std::bad_alloc&) {
     return fail(hrtErrorMemoryAllocation, fn, "out of host memory");
   } catch (const std::exception& e) {
@@ -88,6 +96,14 @@ class HandleSet {
     std::lock_guard lk(m_);
     return live_.count(h) != 0;
   }
+  // The first live handle for which pred holds, or nullptr.
+  template <class Pred>
+  T* find_if(Pred&& pred) {
+    std::lock_guard lk(m_);
+    for (T* h : live_)
+      if (pred(*h)) return h;
+    return nullptr;
+  }
 
  private:
   std::mutex m_;
@@ -99,5 +115,12 @@ class HandleSet {
 Stream& stream_of(hrtStream_t s);
 // This thread's current device, opened on first use; hrtErrorDeviceLost once reset.
 std::shared_ptr<Device> current_device();
+// Device `index` of the selected backend, opened on first use; hrtErrorDeviceLost once reset.
+std::shared_ptr<Device> device_at(int index);
+// The default (NULL) stream of an open device the C API has opened, made on first use;
+// nullptr when the device was reset.
+std::shared_ptr<hrtStream> default_stream_of(const DeviceCore* device);
+// hrtDeviceReset, after closing the device: what becomes of its default pool's handle.
+void device_reset_pools(Device& device) noexcept;
 
 }  // namespace hostrt::detail::capi

@@ -8,8 +8,10 @@
 
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
+#include "detail/pool/pool_core.hpp"
 #include "detail/registry.hpp"
 #include "hostrt/error.hpp"
+#include "hostrt/pool.hpp"
 
 namespace hostrt::detail {
 
@@ -51,6 +53,8 @@ DeviceCore::DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index
 }
 
 DeviceCore::~DeviceCore() {
+  // The default pool first, while the backend its segments and waits need is still here.
+  default_pool_.reset();
   // A child has neither the emulated engine's thread nor the right to close the parent's
   // objects: its copy of the backend is left as it is.
   if (forked()) (void)backend_.release();
@@ -63,6 +67,53 @@ DeviceBackend& DeviceCore::backend(const char* what) const {
   if (closed())
     throw DeviceLost(ENODEV, std::string(what) + ": device " + std::to_string(index_) + " is closed");
   return *backend_;
+}
+
+void DeviceCore::close() noexcept {
+  closed_.store(true, std::memory_order_release);
+  std::vector<std::shared_ptr<pool::PoolCore>> live;
+  {
+    std::lock_guard lk(pools_m_);
+    for (auto& w : pools_)
+      if (auto p = w.lock()) live.push_back(std::move(p));
+    pools_.clear();
+  }
+  for (auto& p : live) p->source_closed();
+}  // a last pool reference dropped here destroys it, with no lock of ours held
+
+void DeviceCore::watch_close(const std::shared_ptr<pool::PoolCore>& p) {
+  {
+    std::lock_guard lk(pools_m_);
+    std::erase_if(pools_, [](const std::weak_ptr<pool::PoolCore>& w) { return w.expired(); });
+    pools_.push_back(p);
+  }
+  if (closed()) p->source_closed();
+}
+
+hostrt::Pool& DeviceCore::default_pool() {
+  std::lock_guard lk(mem_pool_m_);
+  if (!default_pool_) default_pool_.reset(new hostrt::Pool(hostrt::Pool::DefaultPoolTag{}, *this));
+  return *default_pool_;
+}
+
+hostrt::Pool& DeviceCore::mem_pool() {
+  {
+    std::lock_guard lk(mem_pool_m_);
+    if (mem_pool_ != nullptr) return *mem_pool_;
+  }
+  return default_pool();
+}
+
+void DeviceCore::set_mem_pool(hostrt::Pool* p) {
+  if (p != nullptr && p->device_core() != this)
+    throw WrongDevice(EXDEV, "set_mem_pool: the pool is not one of device " + std::to_string(index_) + "'s");
+  std::lock_guard lk(mem_pool_m_);
+  mem_pool_ = p;
+}
+
+void DeviceCore::forget_mem_pool(const hostrt::Pool* p) noexcept {
+  std::lock_guard lk(mem_pool_m_);
+  if (mem_pool_ == p) mem_pool_ = nullptr;
 }
 
 void DeviceCore::add_stream(const std::shared_ptr<StreamCore>& s) {
@@ -203,9 +254,9 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   // them (a reader never sees the flag gone with the previous point).
   last_.store(seqno, std::memory_order_release);
   if (seqno != expect)
-    throw Error(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " +
-                            std::to_string(expect) + ": the driver breaks the 1, 2, 3... contract" +
-                            where(__FILE__, __LINE__));
+    throw SystemError(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " +
+                                  std::to_string(expect) + ": the driver breaks the 1, 2, 3... contract" +
+                                  where(__FILE__, __LINE__));
   return seqno;
 }
 

@@ -15,9 +15,18 @@
 #include "detail/staging.hpp"
 #include "hostrt/types.hpp"
 
+namespace hostrt::detail {}  // namespace hostrt::detail
+
+namespace hostrt {
+class Pool;
+}
+
 namespace hostrt::detail {
 
 class StreamCore;
+namespace pool {
+class PoolCore;
+}
 
 class DeviceCore {
  public:
@@ -38,7 +47,21 @@ class DeviceCore {
   Backend kind() const noexcept { return kind_; }
   const Capabilities& caps() const noexcept { return caps_; }
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
-  void close() noexcept { closed_.store(true, std::memory_order_release); }
+  // Marks the device closed and tells the pools watching it (they refuse allocations then).
+  void close() noexcept;
+  // A pool whose segments come from this device; told at close (at once if closed already).
+  void watch_close(const std::shared_ptr<pool::PoolCore>& p);
+
+  // The device's default pool (cudaDeviceGetDefaultMemPool): made on first use, owned here
+  // and destroyed with these internals (its segments do not keep them alive).
+  hostrt::Pool& default_pool();
+  // The pool allocations without one go to (cudaDeviceGetMemPool): default_pool() unless
+  // set_mem_pool named another; a pool that is destroyed stops being it.
+  hostrt::Pool& mem_pool();
+  // nullptr: the default pool again. WrongDevice for a pool of another device.
+  void set_mem_pool(hostrt::Pool* p);
+  // From ~Pool: if p is the current pool, the default one is again.
+  void forget_mem_pool(const hostrt::Pool* p) noexcept;
 
   void add_stream(const std::shared_ptr<StreamCore>& s);
   // Live streams, for device-wide synchronisation.
@@ -53,6 +76,11 @@ class DeviceCore {
   std::uint64_t fork_generation_;
   std::mutex streams_m_;
   std::vector<std::weak_ptr<StreamCore>> streams_;
+  std::mutex pools_m_;
+  std::vector<std::weak_ptr<pool::PoolCore>> pools_;
+  std::mutex mem_pool_m_;
+  std::unique_ptr<hostrt::Pool> default_pool_;
+  hostrt::Pool* mem_pool_ = nullptr;  // nullptr: the default pool
 };
 
 // One BO known to the registry; releases both on destruction.

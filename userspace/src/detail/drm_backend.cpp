@@ -154,7 +154,7 @@ const std::uint64_t* DrmBackend::invalidation_counter() {
   std::size_t len = 0;
   const unsigned char* page = completion_page(static_cast<std::uint32_t>(p.value), len);
   if (DRM_EDU_ACCEL_FILE_STATUS_OFFSET + sizeof(drm_edu_accel_file_status) > len)
-    throw Error(EPROTO, "the completion page has no file status");
+    throw SystemError(EPROTO, "the completion page has no file status");
   static_assert(sizeof(drm_edu_accel_file_status::invalidations) == sizeof(std::uint64_t));
   return reinterpret_cast<const std::uint64_t*>(page + DRM_EDU_ACCEL_FILE_STATUS_OFFSET +
                                                 offsetof(drm_edu_accel_file_status, invalidations));
@@ -174,8 +174,8 @@ QueueInfo DrmBackend::create_queue() {
     std::size_t len = 0;
     const unsigned char* page = completion_page(a.completion_handle, len);
     if (a.completion_offset + sizeof(Completion) > len)
-      throw Error(EPROTO, "QUEUE_CREATE: completion offset " + std::to_string(a.completion_offset) +
-                              " outside the page");
+      throw SystemError(EPROTO, "QUEUE_CREATE: completion offset " + std::to_string(a.completion_offset) +
+                                    " outside the page");
     return {a.queue, reinterpret_cast<const Completion*>(page + a.completion_offset)};
   } catch (...) {
     destroy_queue(a.queue);

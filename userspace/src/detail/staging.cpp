@@ -25,7 +25,7 @@ struct StagingSegments {
       const auto base = reinterpret_cast<std::uintptr_t>(bo.ptr);
       if (a >= base && a < base + bo.size) return {p, bo.handle, a - base};
     }
-    throw Error(EFAULT, "staging: chunk outside the staging segments");
+    throw SystemError(EFAULT, "staging: chunk outside the staging segments");
   }
 };
 

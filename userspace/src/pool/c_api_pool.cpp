@@ -2,7 +2,9 @@
 // handles, status translation and per-thread last error (detail/c_api_support.hpp).
 #include <cstddef>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -14,9 +16,13 @@
 #include "hostrt/pool.hpp"
 
 struct hrtPool {
-  hostrt::Device device;  // shares the stream's device internals; keeps them alive
-  hostrt::Pool pool;
-  hrtPool(hostrt::Device d, const hostrt::PoolOptions& o) : device(std::move(d)), pool(device, o) {}
+  hostrt::Device device;  // shares the pool's device internals; keeps them alive
+  // What NULL means for this pool's calls: its device's default stream, held so that blocks
+  // allocated on it can still be freed after hrtDeviceReset (the reset drops the runtime's
+  // own reference). Empty when the device had no C default stream to give.
+  std::shared_ptr<hrtStream> null_stream;
+  std::unique_ptr<hostrt::Pool> owned;  // hrtPoolCreate's; empty for a device's default pool
+  hostrt::Pool* pool;                   // owned, or the device's default pool
 };
 
 namespace {
@@ -42,7 +48,75 @@ hrtPool& pool_of(hrtPool_t p) {
   return *p;
 }
 
+// A pool call's stream: NULL is the default stream of the pool's own device (not the
+// current device's, which may be another one, or a new one after hrtDeviceReset).
+hostrt::Stream& stream_for(hrtPool& p, hrtStream_t s) {
+  if (s != nullptr || !p.null_stream) return stream_of(s);
+  return p.null_stream->stream;
+}
+
+// The handles of the devices' default pools, one per device, made on first request. Never
+// destroyed (handles may be used from static destructors); see device_reset_pools.
+struct DefaultPools {
+  std::mutex m;
+  std::map<const hostrt::detail::DeviceCore*, hrtPool*> by_device;
+};
+DefaultPools& default_pools() {
+  static DefaultPools* d = new DefaultPools;
+  return *d;
+}
+
+// Made also by hrtMallocAsync on the default pool: the handle holds the device's default
+// stream, so that blocks allocated on it can be freed after hrtDeviceReset.
+hrtPool* default_pool_handle(hostrt::Device& device) {
+  auto& dp = default_pools();
+  const hostrt::detail::DeviceCore* key = device.core().get();
+  {
+    std::lock_guard lk(dp.m);
+    if (auto it = dp.by_device.find(key); it != dp.by_device.end()) return it->second;
+  }
+  auto h = std::make_unique<hrtPool>(hrtPool{hostrt::Device(device.core()),
+                                             hostrt::detail::capi::default_stream_of(key), nullptr,
+                                             &device.default_pool()});
+  std::lock_guard lk(dp.m);
+  auto [it, made] = dp.by_device.emplace(key, h.get());
+  if (made) {
+    Pools::instance().add(h.get());
+    h.release();
+  }
+  return it->second;
+}
+
+bool is_default_handle(hrtPool_t p) { return p->owned == nullptr; }
+
 }  // namespace
+
+// The device is closed: its default pool refuses allocations from now on. Its handle goes
+// with it when nothing is allocated from it (the device's internals may then go too);
+// otherwise the handle stays valid so that the blocks can still be freed, and the pool
+// returns each segment to the driver as soon as it is idle (release threshold 0).
+void hostrt::detail::capi::device_reset_pools(Device& device) noexcept {
+  auto& dp = default_pools();
+  hrtPool* h = nullptr;
+  {
+    std::lock_guard lk(dp.m);
+    auto it = dp.by_device.find(device.core().get());
+    if (it == dp.by_device.end()) return;
+    h = it->second;
+    try {
+      h->pool->synchronize();
+    } catch (...) {  // the device is closed: pending frees may not be waited for
+    }
+    const PoolStats st = h->pool->stats();
+    if (st.allocated_bytes != 0 || st.pending_free_bytes != 0) {
+      h->pool->set_release_threshold(0);
+      return;
+    }
+    dp.by_device.erase(it);
+    Pools::instance().remove(h);
+  }
+  delete h;
+}
 
 extern "C" {
 
@@ -64,7 +138,11 @@ hrtError_t hrtPoolCreate(hrtPool_t* pool, hrtStream_t stream, const hrtPoolProps
     // The pool's device is the stream's (NULL: the current device's default stream), held
     // through a Device handle sharing its internals.
     hostrt::Stream& s = stream_of(stream);
-    auto p = std::make_unique<hrtPool>(hostrt::Device(s.core()->device()), o);
+    const std::shared_ptr<hostrt::detail::DeviceCore>& core = s.core()->device();
+    auto p = std::make_unique<hrtPool>(
+        hrtPool{hostrt::Device(core), hostrt::detail::capi::default_stream_of(core.get()), nullptr, nullptr});
+    p->owned = std::make_unique<hostrt::Pool>(p->device, o);
+    p->pool = p->owned.get();
     Pools::instance().add(p.get());
     *pool = p.release();
   });
@@ -73,6 +151,8 @@ hrtError_t hrtPoolCreate(hrtPool_t* pool, hrtStream_t stream, const hrtPoolProps
 hrtError_t hrtPoolDestroy(hrtPool_t pool) {
   return guarded(__func__, [&] {
     if (pool == nullptr) return;
+    expect(!Pools::instance().contains(pool) || !is_default_handle(pool), hrtErrorInvalidValue,
+           "a device's default pool cannot be destroyed");
     expect(Pools::instance().remove(pool), hrtErrorInvalidResourceHandle, "unknown or destroyed pool");
     delete pool;
   });
@@ -81,52 +161,61 @@ hrtError_t hrtPoolDestroy(hrtPool_t pool) {
 hrtError_t hrtPoolMallocAsync(hrtPool_t pool, void** ptr, size_t size, hrtStream_t stream) {
   return guarded(__func__, [&] {
     expect(ptr != nullptr, hrtErrorInvalidValue, "NULL out-pointer");
-    *ptr = pool_of(pool).pool.allocate(size, stream_of(stream));
+    *ptr = [&]() -> void* {
+      hrtPool& h = pool_of(pool);
+      return h.pool->allocate(size, stream_for(h, stream));
+    }();
   });
 }
 
 hrtError_t hrtPoolFreeAsync(hrtPool_t pool, void* ptr, hrtStream_t stream) {
-  return guarded(__func__, [&] { pool_of(pool).pool.deallocate(ptr, stream_of(stream)); });
+  return guarded(__func__, [&] {
+    hrtPool& h = pool_of(pool);
+    h.pool->deallocate(ptr, stream_for(h, stream));
+  });
 }
 
 hrtError_t hrtPoolMalloc(hrtPool_t pool, void** ptr, size_t size) {
   return guarded(__func__, [&] {
     expect(ptr != nullptr, hrtErrorInvalidValue, "NULL out-pointer");
-    *ptr = pool_of(pool).pool.allocate(size);
+    *ptr = pool_of(pool).pool->allocate(size);
   });
 }
 
 hrtError_t hrtPoolFree(hrtPool_t pool, void* ptr) {
-  return guarded(__func__, [&] { pool_of(pool).pool.deallocate(ptr); });
+  return guarded(__func__, [&] { pool_of(pool).pool->deallocate(ptr); });
 }
 
 hrtError_t hrtPoolRecordStream(hrtPool_t pool, void* ptr, hrtStream_t stream) {
-  return guarded(__func__, [&] { pool_of(pool).pool.record_stream(ptr, stream_of(stream)); });
+  return guarded(__func__, [&] {
+    hrtPool& h = pool_of(pool);
+    h.pool->record_stream(ptr, stream_for(h, stream));
+  });
 }
 
 hrtError_t hrtPoolReserve(hrtPool_t pool, size_t largeBytes, size_t smallBytes) {
-  return guarded(__func__, [&] { pool_of(pool).pool.reserve(largeBytes, smallBytes); });
+  return guarded(__func__, [&] { pool_of(pool).pool->reserve(largeBytes, smallBytes); });
 }
 
 hrtError_t hrtPoolTrimTo(hrtPool_t pool, size_t keepBytes, size_t* releasedBytes) {
   return guarded(__func__, [&] {
-    const std::size_t r = pool_of(pool).pool.trim(keepBytes);
+    const std::size_t r = pool_of(pool).pool->trim(keepBytes);
     if (releasedBytes != nullptr) *releasedBytes = r;
   });
 }
 
 hrtError_t hrtPoolSetReleaseThreshold(hrtPool_t pool, size_t bytes) {
-  return guarded(__func__, [&] { pool_of(pool).pool.set_release_threshold(bytes); });
+  return guarded(__func__, [&] { pool_of(pool).pool->set_release_threshold(bytes); });
 }
 
 hrtError_t hrtPoolSynchronize(hrtPool_t pool) {
-  return guarded(__func__, [&] { pool_of(pool).pool.synchronize(); });
+  return guarded(__func__, [&] { pool_of(pool).pool->synchronize(); });
 }
 
 hrtError_t hrtPoolGetStats(hrtPool_t pool, hrtPoolStats* stats) {
   return guarded(__func__, [&] {
     expect(stats != nullptr, hrtErrorInvalidValue, "NULL stats");
-    const hostrt::PoolStats s = pool_of(pool).pool.stats();
+    const hostrt::PoolStats s = pool_of(pool).pool->stats();
     *stats = hrtPoolStats{s.reserved_bytes,
                           s.peak_reserved_bytes,
                           s.allocated_bytes,
@@ -150,7 +239,70 @@ hrtError_t hrtPoolGetStats(hrtPool_t pool, hrtPoolStats* stats) {
 }
 
 hrtError_t hrtPoolResetPeakStats(hrtPool_t pool) {
-  return guarded(__func__, [&] { pool_of(pool).pool.reset_peak_stats(); });
+  return guarded(__func__, [&] { pool_of(pool).pool->reset_peak_stats(); });
+}
+
+hrtError_t hrtDeviceGetDefaultMemPool(hrtPool_t* pool, int device) {
+  return guarded(__func__, [&] {
+    expect(pool != nullptr, hrtErrorInvalidValue, "NULL pool out-pointer");
+    *pool = default_pool_handle(*hostrt::detail::capi::device_at(device));
+  });
+}
+
+hrtError_t hrtDeviceSetMemPool(int device, hrtPool_t pool) {
+  return guarded(__func__, [&] {
+    hostrt::Pool& p = *pool_of(pool).pool;
+    hostrt::detail::capi::device_at(device)->set_mem_pool(p);
+  });
+}
+
+hrtError_t hrtDeviceGetMemPool(hrtPool_t* pool, int device) {
+  return guarded(__func__, [&] {
+    expect(pool != nullptr, hrtErrorInvalidValue, "NULL pool out-pointer");
+    const auto d = hostrt::detail::capi::device_at(device);
+    hostrt::Pool* current = &d->mem_pool();
+    if (current == &d->default_pool()) {
+      *pool = default_pool_handle(*d);
+      return;
+    }
+    hrtPool* h = Pools::instance().find_if([current](const hrtPool& x) { return x.pool == current; });
+    expect(h != nullptr, hrtErrorInvalidValue, "the device's pool has no C handle");
+    *pool = h;
+  });
+}
+
+hrtError_t hrtMallocAsync(void** ptr, size_t size, hrtStream_t stream) {
+  return guarded(__func__, [&] {
+    expect(ptr != nullptr, hrtErrorInvalidValue, "NULL out-pointer");
+    hostrt::Stream& s = stream_of(stream);
+    hostrt::Device d(s.core()->device());
+    hostrt::Pool& current = d.mem_pool();
+    if (&current == &d.default_pool()) (void)default_pool_handle(d);
+    *ptr = current.allocate(size, s);
+  });
+}
+
+hrtError_t hrtFreeAsync(void* ptr, hrtStream_t stream) {
+  return guarded(__func__, [&] {
+    if (ptr == nullptr) return;
+    hostrt::Pool* owner = hostrt::detail::find_pool(ptr);
+    expect(owner != nullptr, hrtErrorInvalidValue, "pointer was not allocated from a pool");
+    if (stream != nullptr) {
+      owner->deallocate(ptr, stream_of(stream));
+      return;
+    }
+    // NULL: the default stream of the pool's device, or (that device reset) the block's own.
+    if (auto s = hostrt::detail::capi::default_stream_of(owner->device_core())) {
+      owner->deallocate(ptr, s->stream);
+      return;
+    }
+    hrtPool* h = Pools::instance().find_if([owner](const hrtPool& x) { return x.pool == owner; });
+    if (h != nullptr && h->null_stream) {
+      owner->deallocate(ptr, h->null_stream->stream);
+      return;
+    }
+    owner->deallocate(ptr);
+  });
 }
 
 }  // extern "C"

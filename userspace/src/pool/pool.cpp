@@ -2,10 +2,13 @@
 // (segments from host_alloc) and to hostrt::Stream (completion through the stream's page).
 #include "hostrt/pool.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "detail/device_core.hpp"
 #include "detail/pool/pool_core.hpp"
@@ -21,9 +24,39 @@ namespace {
 using detail::pool::PoolCore;
 using detail::pool::StreamRef;
 
-StreamRef ref(Stream& s) {
-  if (!s) throw InvalidArgument(EINVAL, "pool: empty (destroyed or moved-from) stream");
-  return detail::pool::stream_ref(*s.core());
+[[noreturn, gnu::noinline, gnu::cold]] void throw_empty_stream() {
+  throw InvalidArgument(EINVAL, "pool: empty (destroyed or moved-from) stream");
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void throw_wrong_device(const char* what, const detail::StreamCore& s,
+                                                               const detail::DeviceCore* pool_device) {
+  throw WrongDevice(EXDEV, std::string("pool: ") + what + ": a stream of another device (device " +
+                               std::to_string(s.device()->index()) + ") than the pool's (device " +
+                               std::to_string(pool_device->index()) + ")");
+}
+
+// The pool's view of a stream, refused when the stream is empty or of another device. On the
+// warm path of every allocate/free through Pool: inline, two loads and a compare, the
+// throws out of line (an outlined call here cost ~3 ns of a 12 ns pair).
+[[gnu::always_inline]] inline StreamRef ref(Stream& s, const detail::DeviceCore* pool_device,
+                                            const char* what) {
+  detail::StreamCore* c = s.core().get();
+  if (c == nullptr) [[unlikely]]
+    throw_empty_stream();
+  if (pool_device != nullptr && c->device().get() != pool_device) [[unlikely]]
+    throw_wrong_device(what, *c, pool_device);
+  return detail::pool::stream_ref(*c);
+}
+
+// Every live Pool, for find_pool (hrtFreeAsync) and pointer attributes. Never destroyed:
+// pools may go in static destructors.
+struct Directory {
+  std::mutex m;
+  std::vector<Pool*> pools;
+};
+Directory& directory() {
+  static Directory* d = new Directory;
+  return *d;
 }
 
 class DeviceSegment final : public detail::pool::SegmentMemory {
@@ -41,6 +74,9 @@ class DeviceSegment final : public detail::pool::SegmentMemory {
 class DeviceSegmentSource final : public detail::pool::SegmentSource {
  public:
   explicit DeviceSegmentSource(Device& d) : device_(d.core()) {}
+  // Not owning: for the device's default pool, which the device's internals own.
+  explicit DeviceSegmentSource(detail::DeviceCore& core)
+      : device_(std::shared_ptr<detail::DeviceCore>(std::shared_ptr<detail::DeviceCore>(), &core)) {}
   std::unique_ptr<detail::pool::SegmentMemory> allocate(std::size_t bytes) override {
     return std::make_unique<DeviceSegment>(device_.host_alloc(bytes));
   }
@@ -92,18 +128,49 @@ std::string PoolStats::to_string() const {
 // ---- Pool ----------------------------------------------------------------------------------
 
 Pool::Pool(Device& device, PoolOptions options)
-    : core_(PoolCore::create(std::make_unique<DeviceSegmentSource>(device), options)) {}
+    : core_(PoolCore::create(std::make_unique<DeviceSegmentSource>(device), options)) {
+  if (!device.is_open()) throw DeviceLost(ENODEV, "pool: the device is closed");
+  attach(device.core().get());
+}
 
 Pool::Pool(std::unique_ptr<detail::pool::SegmentSource> source, PoolOptions options)
-    : core_(PoolCore::create(std::move(source), options)) {}
+    : core_(PoolCore::create(std::move(source), options)) {
+  attach(nullptr);
+}
 
-Pool::~Pool() = default;
+Pool::Pool(DefaultPoolTag, detail::DeviceCore& device)
+    : core_(PoolCore::create(std::make_unique<DeviceSegmentSource>(device), PoolOptions{})) {
+  attach(&device);
+}
 
-void* Pool::allocate(std::size_t bytes, Stream& stream) { return core_->allocate(bytes, ref(stream)); }
+void Pool::attach(detail::DeviceCore* device) {
+  device_ = device;
+  if (device != nullptr) device->watch_close(core_);
+  auto& d = directory();
+  std::lock_guard lk(d.m);
+  d.pools.push_back(this);
+}
+
+Pool::~Pool() {
+  {
+    auto& d = directory();
+    std::lock_guard lk(d.m);
+    std::erase(d.pools, this);
+  }
+  // The device's internals are alive: the segment source holds them (the default pool's
+  // owner is destroying it).
+  if (device_ != nullptr) device_->forget_mem_pool(this);
+}
+
+void* Pool::allocate(std::size_t bytes, Stream& stream) {
+  return core_->allocate(bytes, ref(stream, device_, "allocate"));
+}
 void* Pool::allocate(std::size_t bytes) { return core_->allocate(bytes, {}); }
-void Pool::deallocate(void* p, Stream& stream) { core_->deallocate(p, ref(stream)); }
+void Pool::deallocate(void* p, Stream& stream) { core_->deallocate(p, ref(stream, device_, "deallocate")); }
 void Pool::deallocate(void* p) { core_->deallocate(p, {}); }
-void Pool::record_stream(void* p, Stream& stream) { core_->record_stream(p, ref(stream)); }
+void Pool::record_stream(void* p, Stream& stream) {
+  core_->record_stream(p, ref(stream, device_, "record_stream"));
+}
 std::size_t Pool::block_size(const void* p) const { return core_->block_size(p); }
 
 PoolBuffer Pool::allocate_buffer(std::size_t bytes, Stream& stream) {
@@ -175,6 +242,9 @@ PoolMemoryResource::PoolMemoryResource(Pool& pool, Stream* stream) noexcept
 void* PoolMemoryResource::do_allocate(std::size_t bytes, std::size_t alignment) {
   if (alignment > detail::pool::kAlignment)
     throw InvalidArgument(EINVAL, "pool: alignment " + std::to_string(alignment) + " above 64");
+  const detail::DeviceCore* device = pool_->device_core();
+  if (stream_ && device != nullptr && stream_->device().get() != device) [[unlikely]]
+    throw_wrong_device("PoolMemoryResource", *stream_, device);
   return pool_->core().allocate(bytes, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
 }
 
@@ -185,6 +255,31 @@ void PoolMemoryResource::do_deallocate(void* p, std::size_t, std::size_t) {
 bool PoolMemoryResource::do_is_equal(const std::pmr::memory_resource& other) const noexcept {
   const auto* o = dynamic_cast<const PoolMemoryResource*>(&other);
   return o != nullptr && o->pool_ == pool_ && o->stream_ == stream_;
+}
+
+// ---- the pools of the process -------------------------------------------------------------
+
+Pool* detail::find_pool(const void* p) {
+  auto& d = directory();
+  std::lock_guard lk(d.m);
+  for (Pool* pool : d.pools)
+    if (pool->core().owns(p)) return pool;
+  return nullptr;
+}
+
+bool detail::describe_pool_block(const void* p, PoolBlockInfo& info) {
+  auto& d = directory();
+  std::lock_guard lk(d.m);  // the pool cannot go meanwhile
+  for (Pool* pool : d.pools) {
+    if (!pool->core().owns(p)) continue;
+    std::uintptr_t base = 0;
+    std::size_t requested = 0;
+    if (!pool->core().describe(p, base, requested)) return false;
+    info.base = reinterpret_cast<void*>(base);
+    info.size = requested;
+    return true;
+  }
+  return false;
 }
 
 // ---- RegistrationCache ---------------------------------------------------------------------

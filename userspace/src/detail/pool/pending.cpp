@@ -6,10 +6,19 @@ namespace hostrt::detail::pool {
 
 void PendingFrees::add(Block* b) {
   // b->keeps may already hold the references collect() took for points on other streams.
-  for (const StreamPoint& w : b->waits)
-    if (auto k = w.stream.retain()) b->keeps.push_back(std::move(k));
-  b->pending_seq = ++seq_;
-  enqueue(b);
+  const std::size_t kept = b->keeps.size();
+  try {
+    for (const StreamPoint& w : b->waits)
+      if (auto k = w.stream.retain()) b->keeps.push_back(std::move(k));
+    b->pending_seq = seq_ + 1;
+    // Strong: a new (empty) queue may stay behind, which is harmless; the block is queued or
+    // not (std::deque's insert has no effect when it throws for a nothrow-copyable element).
+    enqueue(b);
+  } catch (...) {
+    b->keeps.resize(kept);
+    throw;
+  }
+  ++seq_;
   b->set_state(BlockState::Pending);
   bytes_ += b->size;
   ++blocks_;

@@ -20,7 +20,8 @@ namespace hostrt::detail::pool {
 
 class PendingFrees {
  public:
-  // b->waits is non-empty; b becomes Pending. Throws std::bad_alloc (queue growth).
+  // b->waits is non-empty; b becomes Pending. Throws std::bad_alloc (queue growth), and then
+  // nothing changed: b is not queued and its keeps are as they were.
   void add(Block* b);
   // Moves every block whose points have all been reached out of the queues, calling
   // ready(block) for each. Returns how many became ready. The references of streams nothing

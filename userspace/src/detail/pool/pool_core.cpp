@@ -40,6 +40,11 @@ struct FastSlot {
 // the static TLS surplus if libhostrt is ever built shared and dlopen'ed.
 [[gnu::tls_model("initial-exec")]] constinit thread_local FastSlot tl_fast{0, nullptr};
 
+// Set once this thread's ThreadLinks is destroyed: from then on (other thread_local
+// destructors, and on the main thread the static destructors after exit()) the thread uses
+// each pool through its shared exit cache instead of a cache of its own.
+constinit thread_local bool tl_exited = false;
+
 // Every pool this thread has used; returns their caches when the thread exits.
 class ThreadLinks {
  public:
@@ -47,6 +52,7 @@ class ThreadLinks {
   ThreadLinks(const ThreadLinks&) = delete;
   ThreadLinks& operator=(const ThreadLinks&) = delete;
   ~ThreadLinks() {
+    tl_exited = true;
     tl_fast = {0, nullptr};
     for (auto& [id, link] : links)
       if (auto core = link->core.lock()) core->retire(*link);
@@ -93,10 +99,27 @@ PoolCore::~PoolCore() {
 
 // ---- per-thread caches -------------------------------------------------------------------
 
-[[gnu::always_inline]] inline ThreadCache& PoolCore::cache() {
+// The calling thread's cache for a slow path. A thread past its ThreadLinks' destruction
+// (tl_links must not be touched again) gets the pool's exit cache, with `exit_lock` held on
+// it for as long as the caller uses it: that cache has no capacity (frees go to the arena),
+// and the lock keeps its owner-only counters owned by one thread at a time.
+ThreadCache& PoolCore::cache(std::unique_lock<std::mutex>& exit_lock) {
   if (tl_fast.pool_id == id_) [[likely]]
     return *tl_fast.cache;
+  if (tl_exited) [[unlikely]]
+    return exit_cache(exit_lock);
   return bind_thread();
+}
+
+ThreadCache& PoolCore::exit_cache(std::unique_lock<std::mutex>& exit_lock) {
+  exit_lock = std::unique_lock(exit_mu_);
+  if (!exit_link_) {
+    auto link = std::make_shared<CacheLink>(weak_from_this(), 0);
+    std::lock_guard lk(registry_mu_);
+    links_.push_back(link);
+    exit_link_ = std::move(link);
+  }
+  return exit_link_->cache;
 }
 
 ThreadCache& PoolCore::bind_thread() {
@@ -110,7 +133,7 @@ ThreadCache& PoolCore::bind_thread() {
     }
   }
   auto link = std::make_shared<CacheLink>(weak_from_this(), options_.thread_cache_bytes);
-  link->cache.epoch_seen = flush_epoch_.load(std::memory_order_relaxed);
+  link->cache.epoch_seen = epoch_for_caches();
   {
     std::lock_guard lk(registry_mu_);
     links_.push_back(link);
@@ -138,7 +161,8 @@ void PoolCore::retire(CacheLink& link) noexcept {
 
 void PoolCore::flush_thread_cache() {
   check_process("flush_thread_cache");
-  ThreadCache& tc = cache();
+  std::unique_lock<std::mutex> exit_lock;
+  ThreadCache& tc = cache(exit_lock);
   SegmentList doomed;
   std::lock_guard lk(mu_);
   drain_locked(tc);
@@ -148,8 +172,20 @@ void PoolCore::flush_thread_cache() {
 void PoolCore::drain_locked(ThreadCache& tc) noexcept {
   ThreadCounters::bump(tc.counters.held, -static_cast<std::int64_t>(tc.bytes()));
   tc.drain([this](Block* b) { arena_.free(b); });
-  tc.epoch_seen = flush_epoch_.load(std::memory_order_relaxed);
+  tc.epoch_seen = epoch_for_caches();
 }
+
+void PoolCore::source_closed() noexcept {
+  closed_.store(true, std::memory_order_release);
+  flush_epoch_.fetch_add(1, std::memory_order_release);  // every warm path misses from now on
+}
+
+namespace {
+[[noreturn]] void throw_closed(const char* what) {
+  throw DeviceLost(ENODEV, std::string("pool: ") + what + ": the pool's device was closed (its blocks stay " +
+                               "valid until freed; allocate from a pool of an open device)");
+}
+}  // namespace
 
 // ---- allocate ----------------------------------------------------------------------------
 
@@ -173,10 +209,12 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
 
 [[gnu::noinline]] void* PoolCore::allocate_slow(std::size_t bytes, StreamRef home) {
   check_process("allocate");
+  if (closed()) throw_closed("allocate");
   if (bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: allocate of " + std::to_string(bytes) + " bytes");
   const std::size_t rounded = block_size_for(bytes);
-  ThreadCache& tc = cache();
+  std::unique_lock<std::mutex> exit_lock;
+  ThreadCache& tc = cache(exit_lock);
   if (tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) {
     const ThreadCache::Taken t = tc.pop(rounded);
     if (t.block != nullptr) {
@@ -245,9 +283,12 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
         arena_.next_segment(rounded, options_.min_segment_bytes, options_.shared_large_segments);
     std::size_t seg = growth.bytes;
     const std::size_t exact = round_up(rounded, kPageSize);
-    const std::size_t room = options_.max_bytes - std::min(options_.max_bytes, arena_.reserved());
+    // Segments other threads are allocating right now count as reserved already: max_bytes
+    // is a hard limit, not one that each of two racing growths passes on its own.
+    const std::size_t room = options_.max_bytes - std::min(options_.max_bytes, arena_.reserved() + growing_);
     if (seg > room && exact <= room) seg = exact;
     if (!source_refused && seg <= room) {
+      growing_ += seg;
       lk.unlock();
       doomed.clear();  // give back before taking more
       try {
@@ -284,17 +325,27 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
   }
 }
 
+// The caller has added `bytes` to growing_ under the lock; this takes it off again, whether
+// the segment arrives or not.
 void PoolCore::grow(std::size_t bytes, SizeClass cls, bool dedicated) {
-  // Both the driver call and the slot table's mmap happen here, with no lock held.
-  std::unique_ptr<Segment> seg = make_segment(source_->allocate(bytes), cls, dedicated);
-  if (seg->size < (dedicated ? bytes : std::min(bytes, kSmallLimit)) ||
-      !PageMap::representable(seg->base, seg->size))
-    throw OutOfMemory(ENOMEM, "pool: segment source returned unusable memory");
-  // A source that hands out more than asked could leave a dedicated segment too big for the
-  // very request it was made for (the fit would refuse it, and the pool grow forever): such
-  // a segment is shared instead.
-  if (dedicated && seg->size - bytes > bytes / (2 * kDedicatedSlackDivisor)) seg->dedicated = false;
+  std::unique_ptr<Segment> seg;
+  try {
+    // Both the driver call and the slot table's mmap happen here, with no lock held.
+    seg = make_segment(source_->allocate(bytes), cls, dedicated);
+    if (seg->size < (dedicated ? bytes : std::min(bytes, kSmallLimit)) ||
+        !PageMap::representable(seg->base, seg->size))
+      throw OutOfMemory(ENOMEM, "pool: segment source returned unusable memory");
+    // A source that hands out more than asked could leave a dedicated segment too big for the
+    // very request it was made for (the fit would refuse it, and the pool grow forever): such
+    // a segment is shared instead.
+    if (dedicated && seg->size - bytes > bytes / (2 * kDedicatedSlackDivisor)) seg->dedicated = false;
+  } catch (...) {
+    std::lock_guard lk(mu_);
+    growing_ -= bytes;
+    throw;
+  }
   std::lock_guard lk(mu_);
+  growing_ -= bytes;
   arena_.add_segment(std::move(seg));
   ++misses_;
   peak_reserved_ = std::max(peak_reserved_, arena_.reserved());
@@ -405,7 +456,8 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
 
 [[gnu::noinline]] void PoolCore::deallocate_slow(void* p, StreamRef stream) {
   check_process("deallocate");
-  ThreadCache& tc = cache();
+  std::unique_lock<std::mutex> exit_lock;
+  ThreadCache& tc = cache(exit_lock);
   Block* b = find_allocated(p, tc).block;
   const std::size_t size = b->size;
   collect_waits(b, stream);
@@ -431,40 +483,57 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
     if (b->waits.empty()) b->keeps.clear();
   }
 
-  ThreadCounters& c = tc.counters;
-  ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
-  ThreadCounters::bump(c.deallocations, 1);
-  b->uses.clear();
+  // Everything up to here may throw (a foreign pointer, std::bad_alloc in collect_waits) and
+  // has changed nothing the pool or the caller can see: the block is still allocated. From
+  // here on only pending_.add can fail, and it fails before anything is committed.
   // Dropped when this function returns, after any pool lock (a last reference destroys the
   // stream, which calls the driver).
-  const std::vector<std::shared_ptr<const void>> use_keeps = std::move(b->use_keeps);
-  b->use_keeps.clear();
-  b->home.stream = nullptr;
+  std::vector<std::shared_ptr<const void>> use_keeps;
+  const std::int64_t requested = static_cast<std::int64_t>(b->requested);
+  auto commit = [&] {  // noexcept: clears the block's uses before another thread can see it
+    b->uses.clear();
+    use_keeps = std::move(b->use_keeps);
+    b->use_keeps.clear();
+    b->home.stream = nullptr;
+  };
 
   // Nothing left to wait for, so the block is reusable now: park it in this thread's cache
   // (no lock) if it has room.
+  ThreadCounters& c = tc.counters;
   if (b->waits.empty() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) &&
-      tc.push(b, reinterpret_cast<std::uintptr_t>(p), size)) {
+      tc.can_push(size)) {
+    commit();
+    const bool parked = tc.push(b, reinterpret_cast<std::uintptr_t>(p), size);
+    (void)parked;  // can_push said it fits
     b->set_state(BlockState::Cached);
+    ThreadCounters::bump(c.requested, -requested);
+    ThreadCounters::bump(c.deallocations, 1);
     if (fault) std::rethrow_exception(fault);
     return;
   }
+  free_locked_path(tc, b, commit);  // throws std::bad_alloc with the block still allocated
+  ThreadCounters::bump(c.requested, -requested);
+  ThreadCounters::bump(c.deallocations, 1);
   ThreadCounters::bump(c.held, -static_cast<std::int64_t>(size));
-  free_locked_path(b);
   if (fault) std::rethrow_exception(fault);
 }
 
-void PoolCore::free_locked_path(Block* b) {
+template <typename Commit>
+void PoolCore::free_locked_path(ThreadCache& tc, Block* b, Commit& commit) {
   SegmentList doomed;
   StreamKeeps released;
   std::lock_guard lk(mu_);
   if (b->waits.empty()) {
+    commit();
     arena_.free(b);
   } else {
-    // std::bad_alloc here would leak the block from the pool's view but not corrupt it.
-    pending_.add(b);
+    pending_.add(b);  // strong guarantee: on std::bad_alloc the block is not queued
+    commit();         // before reclaim, which may hand the block to the arena
     ++frees_waited_;
   }
+  // trim() asked every thread to return its cache; a thread that only frees gets here (its
+  // warm free sees the new epoch) and obeys now, not at an allocation that may never come.
+  if (tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed)) drain_locked(tc);
   reclaim_locked(released);
   release_above_threshold_locked(doomed);
   sample_peaks_locked();
@@ -488,6 +557,24 @@ void PoolCore::record_stream(void* p, StreamRef stream) {
 }
 
 std::size_t PoolCore::block_size(const void* p) const { return find_allocated(p)->size; }
+
+bool PoolCore::describe(const void* p, std::uintptr_t& base, std::size_t& requested) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lk(mu_);  // no block splits or merges meanwhile
+  const Segment* seg = map_.lookup(addr);
+  if (seg == nullptr || addr - seg->base >= seg->size) return false;
+  // Only a block's first slot names it: the nearest named slot at or before p is its block.
+  const SlotTable::View v = seg->slots.view();
+  for (std::size_t i = (addr - seg->base) / kAlignment + 1; i-- > 0;) {
+    const Block* b = SlotTable::load(v, i).block;
+    if (b == nullptr) continue;
+    if (addr - b->addr >= b->size || b->load_state() != BlockState::Allocated) return false;
+    base = b->addr;
+    requested = b->requested;
+    return true;
+  }
+  return false;
+}
 
 // ---- under the arena lock ----------------------------------------------------------------
 
@@ -532,6 +619,7 @@ void PoolCore::sample_peaks_locked() noexcept {
 
 void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
   check_process("reserve");
+  if (closed()) throw_closed("reserve");
   if (large_bytes > kMaxRequest || small_bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: reserve of more than 2^46 bytes");
   auto one = [this](std::size_t bytes, SizeClass cls) {
@@ -541,7 +629,8 @@ void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
     bool over = false;
     {
       std::lock_guard lk(mu_);
-      over = arena_.reserved() + seg > options_.max_bytes;
+      over = arena_.reserved() + growing_ + seg > options_.max_bytes;
+      if (!over) growing_ += seg;
     }
     if (over) throw_out_of_memory(seg, "reserve would pass max_bytes");
     grow(seg, cls);
@@ -552,7 +641,8 @@ void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
 
 std::size_t PoolCore::trim(std::size_t keep_bytes) {
   check_process("trim");
-  ThreadCache& tc = cache();
+  std::unique_lock<std::mutex> exit_lock;
+  ThreadCache& tc = cache(exit_lock);
   SegmentList doomed;
   StreamKeeps streams;
   std::size_t released = 0;

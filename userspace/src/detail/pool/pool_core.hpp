@@ -2,6 +2,7 @@
 // is written once, on hostrt::Pool (include/hostrt/pool.hpp); this is how it is kept.
 //
 // Locks and what they guard (always taken in this order, never the other way round):
+//  exit_mu_      the exit cache, used by threads whose thread_locals are destroyed;
 //  mu_           the arena, the pending-free queues, peaks and growth (the "arena lock");
 //  registry_mu_  the list of per-thread caches and the counters of exited threads.
 // Neither is held across a SegmentSource call, a segment's destruction (driver calls, munmap)
@@ -42,6 +43,14 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void record_stream(void* p, StreamRef stream);
   // The usable size of an allocated block (the request rounded up to 64 bytes).
   std::size_t block_size(const void* p) const;
+  // Whether p lies in one of this pool's segments (no lock; a pool being destroyed must not
+  // be asked).
+  bool owns(const void* p) const noexcept {
+    return map_.lookup(reinterpret_cast<std::uintptr_t>(p)) != nullptr;
+  }
+  // The allocated block containing p (any byte of it): its address and the size the user
+  // asked for. False when p is in no allocated block of this pool (free, cached, pending).
+  bool describe(const void* p, std::uintptr_t& base, std::size_t& requested) const;
 
   void reserve(std::size_t large_bytes, std::size_t small_bytes);
   std::size_t trim(std::size_t keep_bytes);
@@ -60,6 +69,14 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // BOs. Set before first use.
   void abandon_pending_on_destroy() noexcept { abandon_pending_ = true; }
 
+  // The device behind the segment source was closed (Device::close, hrtDeviceReset): from now
+  // on allocate() and reserve() throw DeviceLost, while frees, record_stream, trim, stats and
+  // synchronize go on working (the blocks stay valid until freed). Every thread's warm path
+  // misses from then on (its cache epoch never matches again), so the check costs the warm
+  // path nothing. Idempotent.
+  void source_closed() noexcept;
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+
   // Internal: a thread that used this pool is exiting.
   void retire(CacheLink& link) noexcept;
 
@@ -70,7 +87,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
 
   // UsedAfterFork in a child process forked after the pool was made.
   void check_process(const char* what) const;
-  ThreadCache& cache();
+  ThreadCache& cache(std::unique_lock<std::mutex>& exit_lock);
+  ThreadCache& exit_cache(std::unique_lock<std::mutex>& exit_lock);
   ThreadCache& bind_thread();
   Block* find_allocated(const void* p) const;
   SlotEntry find_allocated(const void* p, ThreadCache& tc) const;
@@ -78,7 +96,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void* allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home);
   void deallocate_slow(void* p, StreamRef stream);
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
-  void free_locked_path(Block* b);
+  template <typename Commit>
+  void free_locked_path(ThreadCache& tc, Block* b, Commit& commit);
   void collect_waits(Block* b, StreamRef stream) const;  // no pool lock held
   void reclaim_locked(StreamKeeps& released) noexcept;
   void release_above_threshold_locked(SegmentList& doomed) noexcept;
@@ -93,6 +112,12 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::unique_ptr<SegmentSource> source_;
   std::atomic<std::size_t> release_threshold_;
   std::atomic<std::uint64_t> flush_epoch_{0};
+  std::atomic<bool> closed_{false};
+  // A cache's epoch_seen once the pool is closed: flush_epoch_ never gets there.
+  static constexpr std::uint64_t kClosedEpoch = ~std::uint64_t{0};
+  std::uint64_t epoch_for_caches() const noexcept {
+    return closed() ? kClosedEpoch : flush_epoch_.load(std::memory_order_relaxed);
+  }
   bool abandon_pending_ = false;
   const std::uint64_t fork_generation_;
 
@@ -100,6 +125,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   PageMap map_;  // written under mu_, read by deallocate() without it
   Arena arena_;
   PendingFrees pending_;
+  std::size_t growing_ = 0;  // bytes of segments being allocated (no lock held) right now
   std::size_t peak_reserved_ = 0;
   mutable std::size_t peak_allocated_ = 0;
   mutable std::size_t peak_requested_ = 0;
@@ -108,6 +134,10 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::uint64_t frees_waited_ = 0;
   std::uint64_t waits_ = 0;
   std::uint64_t segments_released_ = 0;
+
+  // The cache of threads whose thread_locals are gone (see cache()); taken before mu_.
+  std::mutex exit_mu_;
+  std::shared_ptr<CacheLink> exit_link_;
 
   mutable std::mutex registry_mu_;
   std::vector<std::shared_ptr<CacheLink>> links_;

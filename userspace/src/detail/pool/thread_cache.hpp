@@ -30,8 +30,10 @@ struct ThreadCounters {
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
 
+  // Always inlined: on the warm paths an outlined bump (GCC's choice once the slow paths
+  // grew) keeps more registers live across the call and cost ~0.5 ns per pair.
   template <typename T, typename D>
-  static void bump(std::atomic<T>& c, D d) noexcept {
+  [[gnu::always_inline]] static void bump(std::atomic<T>& c, D d) noexcept {
     c.store(c.load(std::memory_order_relaxed) + static_cast<T>(d), std::memory_order_relaxed);
   }
 };
@@ -73,6 +75,15 @@ class ThreadCache {
       bin->size = size;
     }
     return put(*bin, b, addr, size);
+  }
+  // Whether push(b, addr, size) would park the block (changes nothing).
+  bool can_push(std::size_t size) noexcept {
+    if (size > capacity_ - bytes()) return false;
+    if (size <= kDirectLimit) return direct_[size / kAlignment - 1].count < kBinDepth;
+    if (size > kSmallLimit) return false;
+    if (Bin* bin = find(size)) return bin->count < kBinDepth;
+    const std::size_t i = hashed_bin_of(size);
+    return hashed_[i].count == 0 || hashed_[i ^ 1].count == 0;
   }
   // For 0 < size <= kDirectLimit: the warm path's push, onto an indexed bin.
   [[gnu::always_inline]] bool push_direct(Block* b, std::uintptr_t addr, std::size_t size) noexcept {
