@@ -157,7 +157,8 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
        [](int) {}},
       {"SUBMIT H2H with syncs", [] {},
        [&] {
-         auto o = op(DRM_EDU_ACCEL_OP_H2H, src.handle, 1, dst.handle, 3, std::min<size_t>(big - 3, 3 * kChunk));
+         auto o =
+             op(DRM_EDU_ACCEL_OP_H2H, src.handle, 1, dst.handle, 3, std::min<size_t>(big - 3, 3 * kChunk));
          drm_edu_accel_sync in = sync_point(sync_in), out2 = sync_point(sync_out);
          return submit(fd, q.queue, &o, 1, &in, 1, &out2, 1, &seq);
        },
@@ -347,8 +348,8 @@ int fault_part(const Params& P, Part& part) {
               munmap(base, 1 << 20);
             }
           } else if (d == 2 && hs.size() >= 2) {
-            auto o =
-                op(DRM_EDU_ACCEL_OP_H2H, hs[r.below(hs.size())], 0, hs[r.below(hs.size())], 0, 1 + r.below(4096));
+            auto o = op(DRM_EDU_ACCEL_OP_H2H, hs[r.below(hs.size())], 0, hs[r.below(hs.size())], 0,
+                        1 + r.below(4096));
             drm_edu_accel_sync out = sync_point(done);
             rc = submit(fd, q.queue, &o, 1, nullptr, 0, &out, 1);
           } else if (d == 3) {
