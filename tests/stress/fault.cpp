@@ -408,15 +408,7 @@ int fault_part(const Params& P, Part& part) {
   logf("fault: fail_function: %s, %d edu_accel function(s) marked ALLOW_ERROR_INJECTION%s",
        inj ? "present" : "absent", edu_funcs, edu_funcs ? " (not exercised yet)" : ": nothing to inject");
 
-  const int64_t leaked = settle_pins(pins0);
-  part.leaked_pins += leaked;
-  if (leaked)
-    part.fail("%lld pinned pages not released after fault injection", static_cast<long long>(leaked));
-  if (auto cl = settle_clients(nodes); !cl.empty()) {
-    part.leaked_objects += cl.size();
-    part.fail("the driver still accounts %zu client(s) after every file closed: %s", cl.size(),
-              cl[0].c_str());
-  }
+  check_released(part, nodes, pins0, "fault injection");
   for (size_t i = 0; i < nodes.size(); ++i)
     if (verified_copy_as_user(nodes[i].render, mix(P.seed + 41 + i), 3 * kChunk, false))
       part.fail("verified copy on %s failed after fault injection", nodes[i].render.c_str());

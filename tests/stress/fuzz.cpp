@@ -578,16 +578,7 @@ int fuzz_part(const Params& P, Part& part) {
   if (const uint64_t other = shared()->sigbus_other.load() - other0)
     part.check_known(false, "mmap_signal_in_fuzz", "%llu SIGBUS/SIGSEGV on touching a freshly mapped BO",
                      static_cast<unsigned long long>(other));
-  const int64_t leaked = settle_pins(pins0);
-  part.leaked_pins += leaked;
-  if (leaked)
-    part.fail("%lld pinned pages not released after every fuzzing process exited",
-              static_cast<long long>(leaked));
-  if (auto cl = settle_clients(nodes); !cl.empty()) {
-    part.leaked_objects += cl.size();
-    part.fail("the driver still accounts %zu client(s) after every file closed: %s", cl.size(),
-              cl[0].c_str());
-  }
+  check_released(part, nodes, pins0, "every fuzzing process exited");
   int copies_bad = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     copies_bad += verified_copy_as_user(nodes[i].render, mix(P.seed + 11 + i), 3 * kChunk, false) != 0;

@@ -151,14 +151,7 @@ int kill_part(const Params& P, Part& part) {
   if (exited_early > 3)
     part.fail("%llu victims exited by themselves (setup failed?)",
               static_cast<unsigned long long>(exited_early));
-  const int64_t leaked = settle_pins(pins0);
-  part.leaked_pins += leaked;
-  if (leaked) part.fail("%lld pinned pages not released after the storm", static_cast<long long>(leaked));
-  if (auto cl = settle_clients(nodes); !cl.empty()) {
-    part.leaked_objects += cl.size();
-    part.fail("the driver still accounts %zu client(s) after every file closed: %s", cl.size(),
-              cl[0].c_str());
-  }
+  check_released(part, nodes, pins0, "the storm");
   for (size_t i = 0; i < nodes.size(); ++i)
     if (verified_copy_as_user(nodes[i].render, mix(P.seed + 31 + i), 2 * kChunk, false))
       part.fail("verified copy on %s failed after the storm", nodes[i].render.c_str());

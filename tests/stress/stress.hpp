@@ -66,6 +66,20 @@ struct Part {
   }
 };
 
+// After a part's processes are gone: every pin it took is released and the driver accounts no
+// client of it; each failure is counted in the part's figures.
+inline void check_released(Part& part, const std::vector<hostrt::detail::EduNode>& nodes, int64_t pins0,
+                           const char* after) {
+  const int64_t leaked = settle_pins(pins0);
+  part.leaked_pins += leaked;
+  if (leaked) part.fail("%lld pinned pages not released after %s", static_cast<long long>(leaked), after);
+  if (auto cl = settle_clients(nodes); !cl.empty()) {
+    part.leaked_objects += cl.size();
+    part.fail("the driver still accounts %zu client(s) after every file closed: %s", cl.size(),
+              cl[0].c_str());
+  }
+}
+
 int fuzz_part(const Params& P, Part& part);
 int kill_part(const Params& P, Part& part);
 int unplug_part(const Params& P, Part& part);
