@@ -18,6 +18,7 @@
 #include <drm/drm_gem.h>
 #include <drm/drm_print.h>
 #include <drm/drm_vma_manager.h>
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
 #include <linux/pagemap.h>
@@ -75,6 +76,24 @@ static int edu_bo_check_mapped(struct edu_accel_device *edev, struct edu_bo *bo)
 	return 0;
 }
 
+/*
+ * With an IOMMU in lazy mode, IOVA space of mappings just torn down comes back only when the
+ * flush queue drains (its timer runs every 10 ms): a 28-bit device has 256 MiB of it, which a
+ * process registering and releasing 64 MiB in a loop exhausts. -ENOMEM then means "not yet":
+ * wait for the queue a few times before believing it.
+ */
+static int edu_bo_map_sgtable(struct edu_accel_device *edev, struct edu_bo *bo)
+{
+	int ret, tries;
+
+	for (tries = 0;; tries++) {
+		ret = dma_map_sgtable(&edev->pdev->dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
+		if (ret != -ENOMEM || !edev->iommu || tries == 50 || fatal_signal_pending(current))
+			return ret;
+		usleep_range(2000, 4000);
+	}
+}
+
 /* Builds the SG table over bo->pages (merging contiguous pages) and maps it. */
 static int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
 {
@@ -95,7 +114,7 @@ static int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
 	ret = edu_bo_claim_write_mappings(edev, bo);
 	if (ret)
 		goto free_table;
-	ret = dma_map_sgtable(dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
+	ret = edu_bo_map_sgtable(edev, bo);
 	if (ret)
 		goto release;
 	ret = edu_bo_check_mapped(edev, bo);
@@ -488,13 +507,18 @@ static int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
 
 	if (write)
 		gup |= FOLL_WRITE;
-	/* The check and the pins see the same mappings: both under the mmap lock. */
 	mmap_read_lock(bo->mm);
 	ret = edu_check_vmas(bo->mm, start, start + (bo->npages << PAGE_SHIFT), write);
+	mmap_read_unlock(bo->mm);
+	/*
+	 * Pinned without the mmap lock (the fast walk, twice the speed of pin_user_pages()): a
+	 * mapping that changes after the check is an invalidation of the watched range, so the
+	 * caller's mmu_interval_read_retry() sees it and checks and pins again.
+	 */
 	while (!ret && pinned < bo->npages) {
 		unsigned long n = min_t(unsigned long, bo->npages - pinned, EDU_PIN_BATCH);
-		long got = pin_user_pages(start + (pinned << PAGE_SHIFT), n, gup,
-					  bo->pages + pinned, NULL);
+		long got = pin_user_pages_fast(start + (pinned << PAGE_SHIFT), n, gup,
+					       bo->pages + pinned);
 
 		if (got <= 0)
 			ret = got ? got : -EFAULT;
@@ -503,7 +527,6 @@ static int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
 		if (!ret && fatal_signal_pending(current))
 			ret = -EINTR;
 	}
-	mmap_read_unlock(bo->mm);
 	if (ret)
 		unpin_user_pages(bo->pages, pinned);
 	return ret;

@@ -44,12 +44,15 @@ int main(int argc, char** argv) {
   if (fd.get() < 0 || p == MAP_FAILED) return std::fprintf(stderr, "setup failed\n"), 1;
   std::memset(p, 1, kBytes);  // fault everything in first: both sides then pin resident pages
 
+  int pin_err = 0;
   const double pin = median_mib_s(rounds, [&] {
     uint32_t h = 0;
-    return bo_userptr(fd.get(), p, kBytes, 0, &h) == 0 && gem_close(fd.get(), h) == 0;
+    pin_err = bo_userptr(fd.get(), p, kBytes, 0, &h);
+    return pin_err == 0 && gem_close(fd.get(), h) == 0;
   });
   const double lock = median_mib_s(rounds, [&] { return mlock(p, kBytes) == 0 && munlock(p, kBytes) == 0; });
-  if (pin <= 0 || lock <= 0) return std::fprintf(stderr, "pin or mlock failed\n"), 1;
+  if (pin <= 0 || lock <= 0)
+    return std::fprintf(stderr, "pin (%s) or mlock failed\n", pin_err ? std::strerror(pin_err) : "ok"), 1;
   std::printf("METRIC pin_mib_s%s %.1f MiB/s\n", suffix, pin);
   std::printf("METRIC mlock_mib_s%s %.1f MiB/s\n", suffix, lock);
   std::printf("METRIC pin_vs_mlock_ratio%s %.3f ratio\n", suffix, pin / lock);
