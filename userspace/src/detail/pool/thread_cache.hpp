@@ -55,16 +55,23 @@ class ThreadCache {
   [[gnu::always_inline]] Taken pop_direct(std::size_t rounded) noexcept {
     return take(direct_[rounded / kAlignment - 1], rounded);
   }
-  Taken pop(std::size_t rounded) noexcept {
-    if (rounded <= kDirectLimit) return pop_direct(rounded);
+  // For kDirectLimit < rounded <= kSmallLimit: a hashed bin's pop.
+  Taken pop_hashed(std::size_t rounded) noexcept {
     Bin* bin = find(rounded);
     return bin != nullptr ? take(*bin, rounded) : Taken{nullptr, 0};
+  }
+  Taken pop(std::size_t rounded) noexcept {
+    return rounded <= kDirectLimit ? pop_direct(rounded) : pop_hashed(rounded);
   }
 
   // Parks block b (at addr, of `size` bytes). False when it does not fit the budget or both
   // bins it may use hold other sizes: the caller then returns it to the arena.
-  bool push(Block* b, std::uintptr_t addr, std::size_t size) noexcept {
-    if (size <= kDirectLimit) return push_direct(b, addr, size);
+  [[gnu::always_inline]] bool push(Block* b, std::uintptr_t addr, std::size_t size) noexcept {
+    if (size <= kDirectLimit) [[likely]]
+      return push_direct(b, addr, size);
+    return push_hashed(b, addr, size);
+  }
+  bool push_hashed(Block* b, std::uintptr_t addr, std::size_t size) noexcept {
     if (size > capacity_ - bytes() || size > kSmallLimit) return false;
     Bin* bin = find(size);
     if (bin == nullptr) {
