@@ -10,6 +10,8 @@
  *   fault_drop_irqs - write N: the next N DMA interrupts are ignored (tests job timeouts)
  *   fault_raise_irqs - write N: the device raises N stray DMA interrupts now (tests that an
  *               interrupt only ends the transfer it belongs to)
+ *   fault_submit_delay_ms - write N: SUBMIT sleeps N ms after queueing its job (tests that
+ *               it reads nothing of the job then: the job may already be freed)
  *   selftest  - reading it runs one DMA round trip RAM -> device -> RAM and verifies it
  */
 #include <drm/drm_debugfs.h>
@@ -255,6 +257,8 @@ void edu_accel_debugfs_init(struct drm_minor *minor)
 				&edev->engine.drop_irqs);
 	debugfs_create_file("fault_raise_irqs", 0200, minor->debugfs_root, edev,
 			    &fault_raise_irqs_fops);
+	debugfs_create_u32("fault_submit_delay_ms", 0600, minor->debugfs_root,
+			   &edev->submit_delay_ms);
 	debugfs_create_file("pins", 0444, minor->debugfs_root, edev, &clients_fops);
 	debugfs_create_file("bos", 0400, minor->debugfs_root, edev, &bos_fops);
 	debugfs_create_file("selftest", 0400, minor->debugfs_root, edev, &selftest_fops);

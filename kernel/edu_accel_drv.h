@@ -36,6 +36,8 @@
  *	(edu_accel_overlap.c)
  * @engine: the DMA engine's state machine
  * @sched: the scheduler feeding it; each queue is an entity on it
+ * @submit_delay_ms: fault injection (debugfs): SUBMIT sleeps this long after handing its job
+ *	to the scheduler, so that the job can end and be freed before SUBMIT returns
  */
 struct edu_accel_device {
 	struct drm_device drm;
@@ -57,6 +59,7 @@ struct edu_accel_device {
 	struct xarray write_maps;
 	struct edu_engine engine;
 	struct drm_gpu_scheduler sched;
+	u32 submit_delay_ms;
 };
 
 /**

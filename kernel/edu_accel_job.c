@@ -803,6 +803,15 @@ static void edu_out_syncs_signal(struct edu_out_sync *outs, u32 n, struct dma_fe
 	}
 }
 
+/* Widens the window in which a queued job may end and be freed (debugfs fault injection). */
+static void edu_submit_fault_delay(struct edu_accel_device *edev)
+{
+	u32 ms = READ_ONCE(edev->submit_delay_ms);
+
+	if (unlikely(ms))
+		msleep(min(ms, 10000U));
+}
+
 int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 {
 	struct drm_edu_accel_submit *args = data;
@@ -873,6 +882,7 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 	trace_edu_submit(q->id, seqno, job->nops);
 	/* The job may run, end and be freed before push returns: not a word of it after. */
 	drm_sched_entity_push_job(&job->base);
+	edu_submit_fault_delay(to_edu(drm));
 	args->seqno = seqno;
 	mutex_unlock(&q->submit_lock);
 

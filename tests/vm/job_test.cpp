@@ -396,6 +396,30 @@ TEST_F(JobTest, StuckJobTimesOutAndTheQueueCarriesOn) {
   EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), kChunk), 0);
 }
 
+// Once the job is the scheduler's, SUBMIT reads nothing of it: the job may run, end and be
+// freed before push returns. The fault delay makes that certain (SUBMIT sleeps 3 s of guest
+// time after queueing); a SUBMIT that read job->seqno then is a use-after-free, which the
+// debug kernel's KASAN reports (without it the freed memory may still hold the right value).
+TEST_F(JobTest, SubmitReadsNothingOfItsJobOnceQueued) {
+  UserBo src = user_bo(kChunk, 9);
+  HostBo dst = host_bo(kChunk);
+  ASSERT_TRUE(engine_idle(600)) << "an earlier test left work on the engine";
+  const uint32_t done = syncobj();
+  const uint64_t before = slot(queue_)->completed;
+  struct Delay {
+    explicit Delay(std::string path) : path_(std::move(path)) { std::ofstream(path_) << "3000\n"; }
+    ~Delay() { std::ofstream(path_) << "0\n"; }
+    std::string path_;
+  } delay(node_.debugfs + "/fault_submit_delay_ms");
+  const uint64_t seq =
+      run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(done)});
+  // The window was real: the job had ended before SUBMIT returned.
+  EXPECT_GE(slot(queue_)->completed, seq) << "the job was still running when SUBMIT returned";
+  EXPECT_EQ(seq, before + 1);
+  ASSERT_TRUE(wait(done));
+  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), kChunk), 0);
+}
+
 // An untouched read-only anonymous page.
 struct ReadOnlyPage {
   void* p = mmap(nullptr, kPage, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
