@@ -7,6 +7,9 @@
 # usage: qemu/run-vm.sh [options] [--] 'shell command run in the guest'
 #   --config NAME     qemu/configs/NAME.conf (default: noiommu)
 #   --smp N  --mem SIZE  --edu N  --iommu on|off  --icount on|off  --dma-mask HEX
+#   --hotplug on|off  each edu device behind its own pcie-root-port (native PCIe hotplug, the
+#                     guest's pciehp) and qemu/hotplug-agent.py serving the guest's device_del
+#                     and device_add requests (files in /out/hotplug; see that script)
 #   --kvm on|off      KVM for configurations without icount (default off, or $VM_KVM). On
 #                     this project's machines /dev/kvm exists but a KVM guest hangs in early
 #                     boot, so TCG is the default; icount configurations are TCG-only anyway.
@@ -35,6 +38,7 @@ while [ $# -gt 0 ]; do
 	--iommu) over[IOMMU]=$2; shift 2 ;;
 	--icount) over[ICOUNT]=$2; shift 2 ;;
 	--dma-mask) over[DMA_MASK]=$2; shift 2 ;;
+	--hotplug) over[HOTPLUG]=$2; shift 2 ;;
 	--module-args) over[EDU_KO_ARGS]=$2; shift 2 ;;
 	--kvm) kvm=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
@@ -49,7 +53,7 @@ done
 cmd="$*"
 [ -n "$cmd" ] || [ "$shell" = 1 ] || { echo "run-vm: no command given (or --shell)" >&2; exit 2; }
 
-SMP=1 ICOUNT=on IOMMU=off MEM=256M EDU=1 DMA_MASK= EDU_KO_ARGS= KERNEL=debian APPEND=
+SMP=1 ICOUNT=on IOMMU=off MEM=256M EDU=1 DMA_MASK= EDU_KO_ARGS= KERNEL=debian APPEND= HOTPLUG=off
 conf="$here/configs/$config.conf"
 [ -f "$conf" ] || { echo "run-vm: no configuration $conf" >&2; exit 2; }
 # shellcheck source=/dev/null
@@ -93,8 +97,8 @@ out=$(cd "$out" && pwd -P)
 {
 	printf 'export EDU_KO=%q EDU_KO_ARGS=%q\n' "/host$ko" "$EDU_KO_ARGS"
 	printf 'export BUILD=%q SRC=%q OUT=/out\n' "/host$build" "/host$src"
-	printf 'export VM_CONFIG=%q VM_SMP=%q VM_ICOUNT=%q VM_IOMMU=%q VM_MEM=%q VM_EDU=%q VM_DMA_MASK=%q VM_KERNEL=%q\n' \
-		"$config" "$SMP" "$ICOUNT" "$IOMMU" "$MEM" "$EDU" "$DMA_MASK" "$KERNEL"
+	printf 'export VM_CONFIG=%q VM_SMP=%q VM_ICOUNT=%q VM_IOMMU=%q VM_MEM=%q VM_EDU=%q VM_DMA_MASK=%q VM_KERNEL=%q VM_HOTPLUG=%q\n' \
+		"$config" "$SMP" "$ICOUNT" "$IOMMU" "$MEM" "$EDU" "$DMA_MASK" "$KERNEL" "$HOTPLUG"
 } > "$out/vm.env"
 printf '%s\n' "$cmd" > "$out/cmd.sh"
 
@@ -112,17 +116,46 @@ if [ "$IOMMU" = on ]; then
 	iommu_dev=(-device intel-iommu,intremap=on)
 	append+=" intel_iommu=on"
 fi
-edu_dev=()
-for ((i = 0; i < EDU; i++)); do
-	edu_dev+=(-device "edu${DMA_MASK:+,dma_mask=$DMA_MASK}")
-done
+edu_dev=() hotplug=() agent_devs=
+case "$HOTPLUG" in
+on)
+	command -v python3 > /dev/null || { echo "run-vm: HOTPLUG=on needs python3 (qemu/hotplug-agent.py)" >&2; exit 2; }
+	# q35 hands PCIe hotplug to ACPI by default since QEMU 6.1, and the guest kernels have no
+	# acpiphp for it (the debug kernel has no HOTPLUG_PCI_ACPI): keep it native, for pciehp.
+	hotplug=(-global ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off)
+	for ((i = 0; i < EDU; i++)); do
+		# One device per port: a port's slot holds one device, and device_del empties it.
+		edu_dev+=(-device "pcie-root-port,id=rp$i,chassis=$((i + 1)),slot=$((i + 1))"
+			-device "edu,id=edu$i,bus=rp$i${DMA_MASK:+,dma_mask=$DMA_MASK}")
+		agent_devs+="${agent_devs:+, }\"edu$i\": {\"driver\": \"edu\", \"id\": \"edu$i\", \"bus\": \"rp$i\"${DMA_MASK:+, \"dma_mask\": \"$DMA_MASK\"}}"
+	done
+	;;
+off)
+	for ((i = 0; i < EDU; i++)); do
+		edu_dev+=(-device "edu${DMA_MASK:+,dma_mask=$DMA_MASK}")
+	done
+	;;
+*) echo "run-vm: HOTPLUG must be on or off, not $HOTPLUG" >&2; exit 2 ;;
+esac
 
 qemu=(qemu-system-x86_64 -machine "$machine" "${accel[@]}" -m "$MEM" -smp "$SMP"
 	-nographic -no-reboot -nic none
 	-kernel "$kdir/vmlinuz" -initrd "$initrd" -append "$append"
-	"${iommu_dev[@]}" "${edu_dev[@]}"
+	"${iommu_dev[@]}" "${hotplug[@]}" "${edu_dev[@]}"
 	-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on"
 	-virtfs "local,path=$out,mount_tag=out,security_model=none")
+agent=
+if [ "$HOTPLUG" = on ]; then
+	# The monitor socket lives outside the shared directory (the guest has no business with
+	# it, and a unix socket path must stay under 108 bytes).
+	qmpdir=$(mktemp -d "${TMPDIR:-/tmp}/eduvm-qmp.XXXXXX")
+	trap 'rm -rf "$qmpdir"' EXIT
+	qemu+=(-qmp "unix:$qmpdir/qmp.sock,server=on,wait=off")
+	mkdir -p "$out/hotplug"
+	python3 "$here/hotplug-agent.py" "$qmpdir/qmp.sock" "$out/hotplug" "{$agent_devs}" \
+		> "$out/hotplug-agent.log" 2>&1 &
+	agent=$!
+fi
 echo "${qemu[*]}" > "$out/qemu.cmdline"
 
 start=$(date +%s)
@@ -141,6 +174,11 @@ else
 fi
 set -e
 echo "$(($(date +%s) - start))" > "$out/wall_s"
+if [ -n "$agent" ]; then
+	# It leaves when the monitor closes; this is only for one stuck in a filesystem call.
+	kill "$agent" 2>/dev/null || true
+	wait "$agent" 2>/dev/null || true
+fi
 
 [ "$shell" = 1 ] && exit 0
 reason=$("$here/check-guest.sh" "$out" "$qrc" "$timeout_s") && verdict=PASS || verdict=FAIL

@@ -1,7 +1,11 @@
-// Part "unplug": sysfs unbind/bind and PCI remove/rescan of one edu device while an
-// unprivileged process streams verified DMA through it and a witness copies through the
-// other device. The streamer must get ENODEV (not hang, not see corrupted bytes), pins must
-// come back, the other device keeps working, and the driver binds again.
+// Part "unplug": one edu device pulled while an unprivileged process streams verified DMA
+// through it and a witness copies through the other device, in three ways: sysfs unbind/bind,
+// PCI remove/rescan, and (in a VM run with --hotplug on) QEMU's device_del on the device's
+// PCIe root port, which the guest's pciehp handles like a real hot-unplug, then device_add.
+// The streamer must get ENODEV (not hang, not see corrupted bytes), pins and driver clients
+// must come back, the other device keeps working, and the driver binds again.
+#include <filesystem>
+
 #include "stress.hpp"
 
 namespace stress {
@@ -91,6 +95,14 @@ void on_sigbus(int) { _exit(7); }
   }
 }
 
+enum class Kind { Unbind, Remove, DeviceDel };
+
+const char* kind_name(Kind k) {
+  return k == Kind::Unbind   ? "unbind/bind"
+         : k == Kind::Remove ? "PCI remove/rescan"
+                             : "QEMU device_del/device_add";
+}
+
 bool sysfs_write(const std::string& path, const std::string& v) {
   // In a child: a remove that blocks forever must not take the whole run with it.
   return run_child(
@@ -102,30 +114,116 @@ bool sysfs_write(const std::string& path, const std::string& v) {
              300) == 0;
 }
 
+bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// QEMU's monitor, through qemu/hotplug-agent.py on the host: a request file in $OUT/hotplug,
+// answered in a reply file. The agent bounds every request in host time (icount lets guest
+// time race ahead while the guest idles, so a guest-time limit is only a backstop).
+class Hotplug {
+ public:
+  Hotplug() {
+    const char* on = getenv("VM_HOTPLUG");
+    const char* out = getenv("OUT");
+    vm_hotplug_ = on ? on : "";
+    if (vm_hotplug_ == "on" && out) dir_ = std::string(out) + "/hotplug";
+  }
+  const std::string& vm_hotplug() const { return vm_hotplug_; }
+  bool wanted() const { return !dir_.empty(); }
+  // Why device_del cannot run although the VM was started for it, or "".
+  std::string broken() const {
+    if (!exists(dir_)) return dir_ + " is missing";
+    if (exists(dir_ + "/agent-error"))
+      return "the host's hotplug agent failed (see " + dir_ + "/agent-error)";
+    if (!exists(dir_ + "/agent-ready")) return "the host's hotplug agent never connected to QEMU's monitor";
+    return "";
+  }
+  // Sends "del BDF" or "add ID"; true on "ok ...", with the rest of the reply in *answer.
+  bool request(const std::string& line, std::string* answer) {
+    const std::string name = std::to_string(getpid()) + "-" + std::to_string(++seq_);
+    const std::string req = dir_ + "/req-" + name, rep = dir_ + "/rep-" + name;
+    FILE* f = fopen((req + ".tmp").c_str(), "w");
+    if (!f || fprintf(f, "%s\n", line.c_str()) < 0 || fclose(f) != 0 ||
+        rename((req + ".tmp").c_str(), req.c_str())) {
+      *answer = "cannot write " + req + ": " + strerror(errno);
+      return false;
+    }
+    const double end = now_s() + 3600;
+    while (!exists(rep)) {
+      if (exists(dir_ + "/agent-error")) {
+        *answer = "the host's hotplug agent failed (see " + dir_ + "/agent-error)";
+        return false;
+      }
+      if (now_s() > end) {
+        *answer = "no reply from the host's hotplug agent";
+        return false;
+      }
+      usleep(50000);
+    }
+    auto text = hostrt::detail::read_text(rep).value_or("");
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    const bool ok = text.rfind("ok ", 0) == 0;
+    *answer = ok ? text.substr(3) : text;
+    return ok;
+  }
+
+ private:
+  std::string vm_hotplug_, dir_;
+  unsigned seq_ = 0;
+};
+
+// The guest's pciehp slot holding BDF ("" if none): without one, device_del does nothing.
+std::string pciehp_slot_of(const std::string& bdf) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/bus/pci/slots", ec)) {
+    auto addr = hostrt::detail::read_text(e.path().string() + "/address");
+    if (addr && bdf.rfind(addr->substr(0, addr->find('\n')) + ".", 0) == 0) return e.path().filename();
+  }
+  return "";
+}
+
 }  // namespace
 
 int unplug_part(const Params& P, Part& part) {
   auto nodes = nodes_open_to_all();
   if (nodes.empty()) return part.fail("no edu_accel device bound");
-  const int total = P.long_run ? 12 : 2;
+  // sysfs rounds first, device_del rounds last: on the debug kernel pciehp's own removal path
+  // makes lockdep report (and then switch off), which must not blind the rounds before it.
+  std::vector<Kind> kinds;
+  for (int u = 0; u < (P.long_run ? 12 : 2); ++u) kinds.push_back(u % 2 ? Kind::Remove : Kind::Unbind);
+  Hotplug hp;
+  if (hp.wanted()) {
+    if (auto why = hp.broken(); !why.empty())
+      part.fail("this VM was started with hotplug on, but QEMU device_del cannot run: %s", why.c_str());
+    else
+      for (int u = 0; u < (P.long_run ? 3 : 1); ++u) kinds.push_back(Kind::DeviceDel);
+  } else {
+    logf(
+        "unplug: QEMU device_del rounds NOT run: this VM has no hot-pluggable ports (VM_HOTPLUG=%s; "
+        "qemu/run-vm.sh --hotplug on, as the debug configuration does); sysfs rounds only",
+        hp.vm_hotplug().empty() ? "unset" : hp.vm_hotplug().c_str());
+  }
+  const int total = static_cast<int>(kinds.size());
   const int64_t pins0 = pins_outstanding();
   auto* st = static_cast<Stream*>(
       mmap(nullptr, sizeof(Stream), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   Rng r(P.seed, 5);
   int done_unplugs = 0;
+  std::map<Kind, uint64_t> by_kind;
   for (int u = 0; u < total; ++u) {
+    const Kind kind = kinds[u];
     nodes = nodes_open_to_all();
     if (nodes.empty()) return part.fail("no device bound before unplug %d", u);
     const auto victim = nodes[u % nodes.size()];
     const bool other = nodes.size() > 1;
     const auto witness_node = other ? nodes[(u + 1) % nodes.size()] : victim;
-    const bool remove = u % 2 == 1;
     st->jobs_ok = 0;
     st->stop_witness = 0;
     st->witness_ok = st->witness_bad = 0;
     fflush(nullptr);
     pid_t ps = fork();
-    const bool mapped = u % 4 == 1 || u % 4 == 2;
+    // userptr and mmap'd streamers alike for each kind (device_del: userptr first, for the pins).
+    const bool mapped =
+        kind == Kind::DeviceDel ? by_kind[Kind::DeviceDel] % 2 == 1 : u % 4 == 1 || u % 4 == 2;
     if (ps == 0) streamer(victim.render, mix(P.seed + 100 + u), st, mapped);
     pid_t pw = -1;
     if (other) {
@@ -148,9 +246,29 @@ int unplug_part(const Params& P, Part& part) {
     for (int i = 0; i < 3000 && st->jobs_ok.load() < want; ++i) usleep(10000);
     usleep(static_cast<useconds_t>(r.below(150000)));
     const std::string bdf = victim.pci;
-    bool ok = remove ? sysfs_write("/sys/bus/pci/devices/" + bdf + "/remove", "1")
-                     : sysfs_write("/sys/bus/pci/drivers/edu_accel/unbind", bdf);
-    if (!ok) part.fail("%s of %s failed or hung", remove ? "PCI remove" : "unbind", bdf.c_str());
+    const std::string what = std::string(kind_name(kind)) + " of " + bdf;
+    std::string qemu_id;  // device_del: QEMU's id of the victim, for device_add
+    bool ok = true;
+    if (kind == Kind::DeviceDel) {
+      if (pciehp_slot_of(bdf).empty())
+        part.fail(
+            "%s: no pciehp slot holds it in the guest (/sys/bus/pci/slots): device_del would do nothing",
+            what.c_str());
+      // Answered once QEMU saw DEVICE_DELETED: the guest's pciehp removed the device after
+      // its 5 s attention-button wait, with the streamer still submitting.
+      ok = hp.request("del " + bdf, &qemu_id);
+      if (!ok) {
+        part.fail("%s: %s", what.c_str(), qemu_id.c_str());
+        kill(ps, SIGKILL);  // the device is still there: it would stream until the 600 s limit
+        qemu_id.clear();
+      }
+      if (ok && exists("/sys/bus/pci/devices/" + bdf))
+        part.fail("%s: QEMU deleted the device but the guest still lists it", what.c_str());
+    } else {
+      ok = kind == Kind::Remove ? sysfs_write("/sys/bus/pci/devices/" + bdf + "/remove", "1")
+                                : sysfs_write("/sys/bus/pci/drivers/edu_accel/unbind", bdf);
+      if (!ok) part.fail("%s failed or hung", what.c_str());
+    }
     int status = 0;
     const double end = now_s() + 600;
     while (waitpid(ps, &status, WNOHANG) != ps) {
@@ -168,25 +286,32 @@ int unplug_part(const Params& P, Part& part) {
     } else if (src_rc == 7) {
       part.check_known(
           false, "mmap_sigbus_after_unplug",
-          "%s of %s: the streaming process got SIGBUS touching its mapped BO (before any ioctl said ENODEV)",
-          remove ? "remove" : "unbind", bdf.c_str());
+          "%s: the streaming process got SIGBUS touching its mapped BO (before any ioctl said ENODEV)",
+          what.c_str());
     } else {
-      part.fail("%s of %s: the streaming process did not end with ENODEV (%s %d, after %llu good jobs)",
-                remove ? "remove" : "unbind", bdf.c_str(), src_rc == -1 ? "hung" : "exit", src_rc,
+      part.fail("%s: the streaming process did not end with ENODEV (%s %d, after %llu good jobs)",
+                what.c_str(), src_rc == -1 ? "hung" : "exit", src_rc,
                 static_cast<unsigned long long>(st->jobs_ok.load()));
     }
     // Back again.
-    ok = remove ? sysfs_write("/sys/bus/pci/rescan", "1")
-                : sysfs_write("/sys/bus/pci/drivers/edu_accel/bind", bdf);
-    if (!ok) part.fail("%s of %s failed", remove ? "rescan" : "bind", bdf.c_str());
+    if (kind == Kind::DeviceDel) {
+      std::string answer;
+      if (ok && !hp.request("add " + qemu_id, &answer))
+        part.fail("%s: device_add: %s", what.c_str(), answer.c_str());
+    } else {
+      ok = kind == Kind::Remove ? sysfs_write("/sys/bus/pci/rescan", "1")
+                                : sysfs_write("/sys/bus/pci/drivers/edu_accel/bind", bdf);
+      if (!ok) part.fail("%s: %s failed", what.c_str(), kind == Kind::Remove ? "rescan" : "bind");
+    }
+    // A hot-added device goes through pciehp's enumeration and a full probe: slow under TCG.
     bool back = false;
-    for (int i = 0; i < 300 && !back; ++i) {
+    const double back_by = now_s() + (kind == Kind::DeviceDel ? 600 : 30);
+    while (!back && now_s() < back_by) {
       for (auto& n : hostrt::detail::bound_edu_nodes())
-        if (n.pci == bdf && !n.render.empty() && access(n.render.c_str(), F_OK) == 0) back = true;
+        if (n.pci == bdf && !n.render.empty() && exists(n.render)) back = true;
       if (!back) usleep(100000);
     }
-    if (!back)
-      part.fail("%s did not come back bound to edu_accel after %s", bdf.c_str(), remove ? "rescan" : "bind");
+    if (!back) part.fail("%s did not come back bound to edu_accel after %s", bdf.c_str(), what.c_str());
     if (pw > 0) {
       st->stop_witness = 1;
       waitpid(pw, &status, 0);
@@ -195,17 +320,15 @@ int unplug_part(const Params& P, Part& part) {
                   witness_node.pci.c_str(), static_cast<unsigned long long>(st->witness_bad.load()),
                   static_cast<unsigned long long>(st->witness_ok.load()));
     }
-    const int64_t leaked = settle_pins(pins0);
-    if (leaked) {
-      part.leaked_pins += leaked;
-      part.fail("%lld pinned pages not released after unplug %d", static_cast<long long>(leaked), u);
-    }
+    const std::string after = "unplug " + std::to_string(u) + " (" + what + ")";
+    check_released(part, nodes_open_to_all(), pins0, after.c_str());
     for (auto& n : nodes_open_to_all())
       if (n.pci == bdf && verified_copy_as_user(n.render, mix(P.seed + 300 + u), kChunk + 5, u % 4 < 2))
         part.fail("verified copy on %s failed after it was bound again", bdf.c_str());
     ++done_unplugs;
-    logf("unplug %d (%s streamer): %s of %s after %llu verified jobs: streamer %s, device %s", u,
-         mapped ? "mmap" : "userptr", remove ? "PCI remove/rescan" : "unbind/bind", bdf.c_str(),
+    by_kind[kind]++;
+    logf("unplug %d (%s streamer): %s%s%s after %llu verified jobs: streamer %s, device %s", u,
+         mapped ? "mmap" : "userptr", what.c_str(), qemu_id.empty() ? "" : " = QEMU ", qemu_id.c_str(),
          static_cast<unsigned long long>(st->jobs_ok.load()),
          src_rc == 0   ? "got ENODEV"
          : src_rc == 7 ? "got SIGBUS"
@@ -214,6 +337,9 @@ int unplug_part(const Params& P, Part& part) {
   }
   shared()->unplugs += static_cast<uint64_t>(done_unplugs);
   part.figure("unplugs", static_cast<uint64_t>(done_unplugs));
+  part.figure("unplugs_unbind", by_kind[Kind::Unbind]);
+  part.figure("unplugs_pci_remove", by_kind[Kind::Remove]);
+  part.figure("unplugs_device_del", by_kind[Kind::DeviceDel]);
   return 0;
 }
 
