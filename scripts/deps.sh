@@ -10,7 +10,7 @@ PKGS=(
 	libdrm-dev
 	libgtest-dev libgmock-dev googletest libbenchmark-dev
 	libmimalloc-dev libjemalloc-dev
-	clang-format
+	clang-format python3
 	linux-source-6.1 flex bison bc libelf-dev libssl-dev xz-utils
 )
 
