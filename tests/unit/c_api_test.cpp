@@ -1,6 +1,7 @@
 // The C API on each backend (HOSTRT_BACKEND picks it, as for any C program).
 #include <sys/mman.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -173,10 +174,83 @@ TEST_P(CApi, LastErrorIsPerThread) {
   EXPECT_EQ(hrtGetLastError(), hrtErrorInvalidValue);
 }
 
+TEST_P(CApi, StreamPriorityRangeClampAndGet) {
+  int least = 99, greatest = 99;
+  ASSERT_EQ(hrtDeviceGetStreamPriorityRange(&least, &greatest), hrtSuccess);
+  EXPECT_EQ(least, 1);
+  EXPECT_EQ(greatest, -1);
+  int one = 99;
+  EXPECT_EQ(hrtDeviceGetStreamPriorityRange(nullptr, &one), hrtSuccess);
+  EXPECT_EQ(one, -1);
+  EXPECT_EQ(hrtDeviceGetStreamPriorityRange(&one, nullptr), hrtSuccess);
+  EXPECT_EQ(one, 1);
+  EXPECT_EQ(hrtDeviceGetStreamPriorityRange(nullptr, nullptr), hrtSuccess);
+
+  const bool nice = has_cap_sys_nice();
+  void *src = nullptr, *dst = nullptr;
+  ASSERT_EQ(hrtMallocHost(&src, 256), hrtSuccess);
+  ASSERT_EQ(hrtMallocHost(&dst, 256), hrtSuccess);
+  struct Case {
+    int asked, got;
+  };
+  for (const Case c : {Case{-1, -1}, Case{0, 0}, Case{1, 1}, Case{-100, -1}, Case{INT_MIN, -1}, Case{2, 1},
+                       Case{INT_MAX, 1}}) {
+    if (c.got == greatest && !nice) continue;  // HighPriorityWithoutCapSysNice... covers it
+    hrtStream_t s = nullptr;
+    ASSERT_EQ(hrtStreamCreateWithPriority(&s, 0, c.asked), hrtSuccess)
+        << c.asked << ": " << hrtGetLastErrorMessage();
+    int p = 99;
+    EXPECT_EQ(hrtStreamGetPriority(s, &p), hrtSuccess);
+    EXPECT_EQ(p, c.got) << "asked " << c.asked;
+    fill(src, 256, static_cast<unsigned>(c.asked & 0xff));
+    ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(8), src, 256, hrtMemcpyHostToDevice, s), hrtSuccess);
+    ASSERT_EQ(hrtMemcpyAsync(dst, hrtDevicePtr(8), 256, hrtMemcpyDeviceToHost, s), hrtSuccess);
+    ASSERT_EQ(hrtStreamSynchronize(s), hrtSuccess);
+    EXPECT_EQ(first_diff(src, dst, 256), -1) << "priority " << c.got;
+    EXPECT_EQ(hrtStreamDestroy(s), hrtSuccess);
+  }
+  hrtStream_t s = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&s), hrtSuccess);
+  int p = 99;
+  EXPECT_EQ(hrtStreamGetPriority(s, &p), hrtSuccess);
+  EXPECT_EQ(p, 0) << "hrtStreamCreate: the default priority";
+  EXPECT_EQ(hrtStreamGetPriority(s, nullptr), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtStreamDestroy(s), hrtSuccess);
+  EXPECT_EQ(hrtStreamGetPriority(s, &p), hrtErrorInvalidResourceHandle);
+  p = 99;
+  EXPECT_EQ(hrtStreamGetPriority(nullptr, &p), hrtSuccess);
+  EXPECT_EQ(p, 0) << "the default stream";
+
+  hrtStream_t untouched = nullptr;
+  EXPECT_EQ(hrtStreamCreateWithPriority(&untouched, 1, 0), hrtErrorInvalidValue);
+  EXPECT_EQ(untouched, nullptr);
+  const std::string msg = hrtGetLastErrorMessage();
+  EXPECT_NE(msg.find("hrtStreamCreateWithPriority"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("flags"), std::string::npos) << msg;
+  EXPECT_EQ(hrtStreamCreateWithPriority(nullptr, 0, 0), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtFreeHost(src), hrtSuccess);
+  EXPECT_EQ(hrtFreeHost(dst), hrtSuccess);
+}
+
+TEST_P(CApi, HighPriorityWithoutCapSysNiceIsPermissionDenied) {
+  WithoutCapSysNice drop;
+  ASSERT_FALSE(has_cap_sys_nice()) << "could not drop CAP_SYS_NICE";
+  hrtStream_t s = nullptr;
+  EXPECT_EQ(hrtStreamCreateWithPriority(&s, 0, -1), hrtErrorPermissionDenied);
+  EXPECT_EQ(s, nullptr);
+  const std::string msg = hrtGetLastErrorMessage();
+  EXPECT_NE(msg.find("hrtStreamCreateWithPriority"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("CAP_SYS_NICE"), std::string::npos) << msg;
+  EXPECT_EQ(hrtStreamCreateWithPriority(&s, 0, -7), hrtErrorPermissionDenied) << "clamped to high";
+  ASSERT_EQ(hrtStreamCreateWithPriority(&s, 0, 1), hrtSuccess) << "low needs nothing";
+  EXPECT_EQ(hrtStreamDestroy(s), hrtSuccess);
+  EXPECT_STREQ(hrtGetErrorName(hrtErrorPermissionDenied), "hrtErrorPermissionDenied");
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, CApi, ::testing::Values(Backend::Emulated, Backend::Drm), backend_name);
 
 TEST(CApiStrings, EveryCodeHasANameAndAString) {
-  for (int c : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 999}) {
+  for (int c : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 999}) {
     const auto e = static_cast<hrtError_t>(c);
     EXPECT_STRNE(hrtGetErrorName(e), "unrecognized error code") << c;
     EXPECT_STRNE(hrtGetErrorString(e), "unrecognized error code") << c;

@@ -634,6 +634,136 @@ TEST_P(Conformance, IndependentStreamsOvertakeAHeldOne) {
   slow.synchronize();
 }
 
+// ---- Stream priorities ----
+
+TEST_P(Conformance, StreamsOfEveryPriorityReportItAndCopyCorrectly) {
+  EXPECT_EQ(Stream{}.priority(), StreamPriority::Normal) << "an empty stream";
+  EXPECT_EQ(dev().create_stream().priority(), StreamPriority::Normal) << "the default";
+  // The three at once, so that the device's scheduler serves three run queues together.
+  const bool nice = has_cap_sys_nice();
+  std::vector<StreamPriority> prios{StreamPriority::Low, StreamPriority::Normal};
+  if (nice) prios.push_back(StreamPriority::High);
+  std::vector<Stream> streams;
+  for (StreamPriority p : prios) {
+    streams.push_back(dev().create_stream(p));
+    EXPECT_EQ(streams.back().priority(), p) << to_string(p);
+  }
+  const std::size_t n = 1000, jobs = 4;
+  std::vector<PinnedBuffer> src, out;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    src.push_back(dev().host_alloc(n * jobs));
+    out.push_back(dev().host_alloc(n * jobs));
+    fill(src[i].data(), n * jobs, 50 + static_cast<unsigned>(i));
+    std::memset(out[i].data(), 0xee, n * jobs);
+  }
+  // Each stream goes through its own device range, several jobs each, all queued at once.
+  for (std::size_t j = 0; j < jobs; ++j)
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      const DevicePtr at(i * n);
+      streams[i].memcpy_async(at, static_cast<char*>(src[i].data()) + j * n, n);
+      streams[i].memcpy_async(static_cast<char*>(out[i].data()) + j * n, at, n);
+    }
+  dev().synchronize();
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    EXPECT_EQ(first_diff(out[i].data(), src[i].data(), n * jobs), -1) << to_string(prios[i]);
+  Stream moved = std::move(streams.front());
+  EXPECT_EQ(moved.priority(), StreamPriority::Low);
+  EXPECT_EQ(streams.front().priority(), StreamPriority::Normal) << "moved from: empty";
+  if (!nice) GTEST_SKIP() << "High not tried: this process lacks CAP_SYS_NICE";
+}
+
+// Without CAP_SYS_NICE (dropped from this thread's effective set, which is what the driver's
+// capable() checks), High is refused with a typed error; Low and Normal still work.
+TEST_P(Conformance, HighPriorityWithoutCapSysNiceIsPermissionDenied) {
+  const bool nice = has_cap_sys_nice();
+  {
+    WithoutCapSysNice drop;
+    ASSERT_FALSE(has_cap_sys_nice()) << "could not drop CAP_SYS_NICE";
+    try {
+      (void)dev().create_stream(StreamPriority::High);
+      FAIL() << "a high-priority stream without CAP_SYS_NICE";
+    } catch (const PermissionDenied& e) {
+      EXPECT_EQ(e.error_code(), EACCES);
+      EXPECT_NE(std::string(e.what()).find("CAP_SYS_NICE"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW((void)dev().create_stream(StreamPriority::High), InvalidArgument) << "catch sites of old";
+    Stream low = dev().create_stream(StreamPriority::Low);
+    const auto data = pattern(200, 61);
+    EXPECT_EQ(round_trip(low, data.data(), data.size(), 9), data);
+  }
+  if (!nice) return;
+  Stream high = dev().create_stream(StreamPriority::High);  // the capability is back
+  EXPECT_EQ(high.priority(), StreamPriority::High);
+}
+
+// The ordering itself, on the emulated engine: a gate job on a held stream keeps every other
+// job waiting (they wait for its event); once it ends, all are ready at once and the engine
+// must take the high-priority one first, though it was submitted last. Who ran first shows
+// in the data: the gate writes Q to the device buffer, the high job P, the normal jobs read.
+// Drm: a job waiting for another job of the same scheduler is handed to the engine as soon
+// as that one is scheduled (uapi doc), so no gate holds it back there; the driver's
+// JobTest.HighPriorityQueueRunsAheadOfWaitingNormalQueues tests its ordering.
+TEST_P(Conformance, HighPriorityJobRunsAheadOfEarlierWaitingNormalJobs) {
+  if (!emu()) GTEST_SKIP() << "needs the emulated backend's hold hook (the driver suite tests this)";
+  if (!has_cap_sys_nice()) GTEST_SKIP() << "this process lacks CAP_SYS_NICE";
+  const std::size_t n = 512;
+  Stream gate = dev().create_stream();
+  std::vector<Stream> normal;
+  for (int i = 0; i < 2; ++i) normal.push_back(dev().create_stream(StreamPriority::Normal));
+  Stream high = dev().create_stream(StreamPriority::High);
+  PinnedBuffer q = dev().host_alloc(n), p = dev().host_alloc(n);
+  fill(q.data(), n, 81);
+  fill(p.data(), n, 82);
+  std::vector<PinnedBuffer> outs;
+  emu()->hold_queue(queue_of(gate), true);
+  gate.memcpy_async(DevicePtr(0), q.data(), n);
+  Event opened;
+  opened.record(gate);
+  for (auto& s : normal) {
+    s.wait(opened);
+    for (int j = 0; j < 2; ++j) {
+      outs.push_back(dev().host_alloc(n));
+      s.memcpy_async(outs.back().data(), DevicePtr(0), n);
+    }
+  }
+  high.wait(opened);
+  high.memcpy_async(DevicePtr(0), p.data(), n);
+  emu()->wait_until_stalled();
+  for (auto& s : normal) EXPECT_FALSE(s.reached(1)) << "ran before the gate";
+  EXPECT_FALSE(high.reached(1));
+  emu()->hold_queue(queue_of(gate), false);
+  dev().synchronize();
+  for (std::size_t i = 0; i < outs.size(); ++i)
+    EXPECT_EQ(first_diff(outs[i].data(), p.data(), n), -1)
+        << "normal job " << i << " ran before the later high-priority one"
+        << (first_diff(outs[i].data(), q.data(), n) == -1 ? " (it read the gate's bytes)" : "");
+}
+
+// The converse: a low-priority job submitted first waits for a normal one submitted later.
+TEST_P(Conformance, LowPriorityJobRunsAfterLaterNormalJobs) {
+  if (!emu()) GTEST_SKIP() << "needs the emulated backend's hold hook (the driver suite tests this)";
+  const std::size_t n = 512;
+  Stream gate = dev().create_stream();
+  Stream low = dev().create_stream(StreamPriority::Low), normal = dev().create_stream();
+  PinnedBuffer q = dev().host_alloc(n), p = dev().host_alloc(n), out = dev().host_alloc(n);
+  fill(q.data(), n, 83);
+  fill(p.data(), n, 84);
+  emu()->hold_queue(queue_of(gate), true);
+  gate.memcpy_async(DevicePtr(0), q.data(), n);
+  Event opened;
+  opened.record(gate);
+  low.wait(opened);
+  low.memcpy_async(out.data(), DevicePtr(0), n);
+  normal.wait(opened);
+  normal.memcpy_async(DevicePtr(0), p.data(), n);
+  emu()->wait_until_stalled();
+  EXPECT_FALSE(low.reached(1));
+  EXPECT_FALSE(normal.reached(1));
+  emu()->hold_queue(queue_of(gate), false);
+  dev().synchronize();
+  EXPECT_EQ(first_diff(out.data(), p.data(), n), -1) << "the low job ran before the later normal one";
+}
+
 // Each of the three waits must queue nothing for the next job: no in-fence, no "waits queued"
 // bit in the state word (which would also send every pool free on the stream down the slow
 // path). Emulated: s's queue is held, so the event on s itself is certainly not reached and
@@ -892,6 +1022,8 @@ TEST(Errors, ThrowErrnoPicksTheSubclass) {
   EXPECT_THROW(throw_errno(EINVAL, "x"), InvalidArgument);
   EXPECT_THROW(throw_errno(EEXIST, "x"), AlreadyRegistered);
   EXPECT_THROW(throw_errno(ENOTTY, "x"), NotSupported);
+  EXPECT_THROW(throw_errno(EACCES, "x"), PermissionDenied);
+  EXPECT_THROW(throw_errno(EACCES, "x"), InvalidArgument);
   try {
     throw_errno(EIO, "SUBMIT");
   } catch (const Error& e) {

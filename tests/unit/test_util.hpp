@@ -2,6 +2,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +41,42 @@ inline long first_diff(const void* a, const void* b, std::size_t n) {
     if (x[i] != y[i]) return static_cast<long>(i);
   return -1;
 }
+
+// CAP_SYS_NICE in the calling thread's effective set: what QUEUE_CREATE at high priority
+// needs (the driver's capable() checks the calling task, i.e. thread).
+inline bool has_cap_sys_nice() {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  return (data[CAP_TO_INDEX(CAP_SYS_NICE)].effective & CAP_TO_MASK(CAP_SYS_NICE)) != 0;
+}
+
+// Clears CAP_SYS_NICE from the calling thread's effective set while it lives, so a test can
+// see the unprivileged path as root, in process and without fork. Capabilities are per
+// thread (raw capset, unlike setuid, is not broadcast by glibc): the rest of the process
+// keeps its own. The capability stays permitted, so the destructor can raise it again.
+class WithoutCapSysNice {
+ public:
+  WithoutCapSysNice() {
+    if (syscall(SYS_capget, &hdr_, data_) != 0) return;
+    saved_ = data_[CAP_TO_INDEX(CAP_SYS_NICE)].effective;
+    data_[CAP_TO_INDEX(CAP_SYS_NICE)].effective &= ~CAP_TO_MASK(CAP_SYS_NICE);
+    changed_ = syscall(SYS_capset, &hdr_, data_) == 0;
+  }
+  ~WithoutCapSysNice() {
+    if (!changed_) return;
+    data_[CAP_TO_INDEX(CAP_SYS_NICE)].effective = saved_;
+    (void)syscall(SYS_capset, &hdr_, data_);
+  }
+  WithoutCapSysNice(const WithoutCapSysNice&) = delete;
+  WithoutCapSysNice& operator=(const WithoutCapSysNice&) = delete;
+
+ private:
+  __user_cap_header_struct hdr_{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data_[_LINUX_CAPABILITY_U32S_3] = {};
+  std::uint32_t saved_ = 0;
+  bool changed_ = false;
+};
 
 #define SKIP_WITHOUT_DEVICE(backend)                                                             \
   do {                                                                                           \

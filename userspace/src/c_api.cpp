@@ -1,5 +1,6 @@
 // The C API: thin wrappers over the C++ runtime. Each entry point runs its body inside
 // guarded(), which turns exceptions into status codes and records the thread's last error.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -158,6 +159,17 @@ int code_of(const hrtError_t& e) noexcept {
   return static_cast<int>(c);
 }
 
+hrtError_t create_stream(hrtStream_t* stream, hostrt::StreamPriority priority) {
+  expect(stream != nullptr, hrtErrorInvalidValue, "stream is NULL");
+  auto dev = current_device();
+  auto s = std::make_unique<hrtStream>(hrtStream{dev->create_stream(priority)});
+  auto& st = state();
+  std::lock_guard lk(st.m);
+  st.streams.insert(s.get());
+  *stream = s.release();
+  return hrtSuccess;
+}
+
 hrtError_t alloc_host(void** ptr, size_t size, unsigned flags) {
   expect(ptr != nullptr, hrtErrorInvalidValue, "ptr is NULL");
   auto dev = current_device();
@@ -305,14 +317,31 @@ hrtError_t hrtPointerGetAttributes(hrtPointerAttributes* attributes, const void*
 }
 
 hrtError_t hrtStreamCreate(hrtStream_t* stream) {
+  return guarded(__func__, [&] { return create_stream(stream, hostrt::StreamPriority::Normal); });
+}
+
+hrtError_t hrtStreamCreateWithPriority(hrtStream_t* stream, unsigned int flags, int priority) {
   return guarded(__func__, [&] {
-    expect(stream != nullptr, hrtErrorInvalidValue, "stream is NULL");
-    auto dev = current_device();
-    auto s = std::make_unique<hrtStream>(hrtStream{dev->create_stream()});
-    auto& st = state();
-    std::lock_guard lk(st.m);
-    st.streams.insert(s.get());
-    *stream = s.release();
+    expect(flags == 0, hrtErrorInvalidValue, "unknown stream flags " + std::to_string(flags));
+    // Clamped, as CUDA does: code written for a device with a wider range still runs.
+    const int p = std::clamp(priority, static_cast<int>(hostrt::StreamPriority::High),
+                             static_cast<int>(hostrt::StreamPriority::Low));
+    return create_stream(stream, static_cast<hostrt::StreamPriority>(p));
+  });
+}
+
+hrtError_t hrtStreamGetPriority(hrtStream_t stream, int* priority) {
+  return guarded(__func__, [&] {
+    expect(priority != nullptr, hrtErrorInvalidValue, "priority is NULL");
+    *priority = static_cast<int>(stream_of(stream).priority());
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  return guarded(__func__, [&] {
+    if (leastPriority) *leastPriority = static_cast<int>(hostrt::StreamPriority::Low);
+    if (greatestPriority) *greatestPriority = static_cast<int>(hostrt::StreamPriority::High);
     return hrtSuccess;
   });
 }
@@ -444,6 +473,8 @@ const char* hrtGetErrorName(hrtError_t error) {
       return "hrtErrorUsedAfterFork";
     case hrtErrorWrongDevice:
       return "hrtErrorWrongDevice";
+    case hrtErrorPermissionDenied:
+      return "hrtErrorPermissionDenied";
     case hrtErrorUnknown:
       return "hrtErrorUnknown";
   }
@@ -480,6 +511,8 @@ const char* hrtGetErrorString(hrtError_t error) {
       return "device or pool of the parent process used after fork()";
     case hrtErrorWrongDevice:
       return "stream or pool of another device";
+    case hrtErrorPermissionDenied:
+      return "permission denied (a high-priority stream needs CAP_SYS_NICE)";
     case hrtErrorUnknown:
       return "unknown error";
   }

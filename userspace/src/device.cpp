@@ -70,9 +70,9 @@ void free_host_sync(PinnedBuffer&& buffer) {
   Device(b.allocation()->device()).synchronize();
 }
 
-Stream Device::create_stream() {
+Stream Device::create_stream(StreamPriority priority) {
   live(core_, "create_stream");
-  auto s = std::make_shared<detail::StreamCore>(core_);
+  auto s = std::make_shared<detail::StreamCore>(core_, priority);
   core_->add_stream(s);
   return Stream(std::move(s));
 }

@@ -22,6 +22,8 @@ void throw_errno(int err, const std::string& context) {
       throw AlreadyRegistered(err, msg);
     case EXDEV:
       throw WrongDevice(err, msg);
+    case EACCES:  // QUEUE_CREATE at high priority without CAP_SYS_NICE
+      throw PermissionDenied(err, msg);
     case EOPNOTSUPP:
     case ENOTTY:
     case ENOSYS:
@@ -31,7 +33,6 @@ void throw_errno(int err, const std::string& context) {
     case ERANGE:
     case E2BIG:
     case EBADF:
-    case EACCES:
     case ENOENT:
     case EOVERFLOW:
       throw InvalidArgument(err, msg);
@@ -41,6 +42,18 @@ void throw_errno(int err, const std::string& context) {
 }
 
 const char* to_string(Backend b) noexcept { return b == Backend::Drm ? "drm" : "emulated"; }
+
+const char* to_string(StreamPriority p) noexcept {
+  switch (p) {
+    case StreamPriority::High:
+      return "high";
+    case StreamPriority::Normal:
+      return "normal";
+    case StreamPriority::Low:
+      return "low";
+  }
+  return "?";
+}
 
 const char* to_string(MemoryType t) noexcept {
   switch (t) {

@@ -86,6 +86,9 @@ Stream::~Stream() = default;
 
 std::uint64_t Stream::id() const noexcept { return core_ ? core_->id() : 0; }
 std::size_t Stream::device_index() const noexcept { return core_ ? core_->device()->index() : 0; }
+StreamPriority Stream::priority() const noexcept {
+  return core_ ? core_->priority() : StreamPriority::Normal;
+}
 std::uint64_t Stream::last_submitted() const noexcept { return core_ ? core_->last_submitted() : 0; }
 bool Stream::reached(std::uint64_t point) const noexcept { return core_ && core_->reached(point); }
 

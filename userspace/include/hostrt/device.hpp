@@ -58,7 +58,17 @@ class Device {
   // Waits for all work submitted on this device's streams before the call, then frees.
   void free_host_sync(PinnedBuffer&& buffer);
 
-  Stream create_stream();
+  // A new stream (cudaStreamCreateWithPriority). Priority decides which stream's work the
+  // device takes next when several streams have work that is ready (its waits met): High
+  // before Normal before Low, the oldest first among equals. It orders only work still
+  // waiting for the engine: it never preempts a running job, and on the driver the jobs
+  // already handed to the engine (up to 8) run first whatever their priority. It is not an
+  // ordering guarantee between streams (use events), only a preference of the device's
+  // scheduler, shared with every other process using the device. High needs CAP_SYS_NICE
+  // (it runs ahead of every process's work, like raising a CPU priority): PermissionDenied
+  // (EACCES) without it. OutOfMemory once the device's queues (Capabilities::max_queues)
+  // are all in use.
+  Stream create_stream(StreamPriority priority = StreamPriority::Normal);
   // Waits for the work submitted so far on every live stream of this device.
   void synchronize();
 

@@ -92,6 +92,15 @@ class WrongDevice : public InvalidArgument {
   using InvalidArgument::InvalidArgument;
 };
 
+// The caller lacks a privilege the operation needs (EACCES): a high-priority stream without
+// CAP_SYS_NICE (it would run ahead of every other process's work, as raising a CPU priority
+// would). An InvalidArgument, so existing catch sites keep catching it; C:
+// hrtErrorPermissionDenied.
+class PermissionDenied : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
 // The backend or driver does not implement this (EOPNOTSUPP, ENOTTY from an older driver).
 class NotSupported : public Error, public std::runtime_error {
  public:

@@ -42,8 +42,9 @@ typedef enum hrtError {
   hrtErrorInvalidResourceHandle = 9, /* destroyed or unknown stream / event */
   hrtErrorLaunchFailure = 10,        /* submitted work failed on the device */
   hrtErrorNotSupported = 11,
-  hrtErrorUsedAfterFork = 12, /* a device or pool opened before fork() used in the child */
-  hrtErrorWrongDevice = 13,   /* a stream or pool used with an object of another device */
+  hrtErrorUsedAfterFork = 12,    /* a device or pool opened before fork() used in the child */
+  hrtErrorWrongDevice = 13,      /* a stream or pool used with an object of another device */
+  hrtErrorPermissionDenied = 14, /* a high-priority stream without CAP_SYS_NICE */
   hrtErrorUnknown = 999
 } hrtError_t;
 
@@ -100,7 +101,22 @@ hrtError_t hrtHostUnregister(void* ptr);
 hrtError_t hrtPointerGetAttributes(hrtPointerAttributes* attributes, const void* ptr);
 
 /* Streams */
-hrtError_t hrtStreamCreate(hrtStream_t* stream);
+hrtError_t hrtStreamCreate(hrtStream_t* stream); /* at the default priority (0) */
+/* A stream of the given priority (cudaStreamCreateWithPriority). As in CUDA a lower number
+ * is a higher priority: hrtDeviceGetStreamPriorityRange gives the range, [-1, 1] (-1 high,
+ * 0 normal, the default, 1 low); a priority outside it is clamped to it. When several
+ * streams of the device (of any process) have work ready to run, the device takes the
+ * highest priority's first, the oldest first among equals. Priority orders only work still
+ * waiting for the engine: a running job is never preempted, and the jobs the driver already
+ * handed to the engine (up to 8) run first whatever their priority. It is a scheduling
+ * preference, never an ordering between streams (use events for that). flags must be 0.
+ * A high priority needs CAP_SYS_NICE: hrtErrorPermissionDenied without it. */
+hrtError_t hrtStreamCreateWithPriority(hrtStream_t* stream, unsigned int flags, int priority);
+/* The priority a stream was created with (after clamping); NULL: the default stream's (0). */
+hrtError_t hrtStreamGetPriority(hrtStream_t stream, int* priority);
+/* The range of stream priorities: *leastPriority = 1 (low), *greatestPriority = -1 (high),
+ * the same for every device. Either pointer may be NULL. */
+hrtError_t hrtDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
 hrtError_t hrtStreamDestroy(hrtStream_t stream);
 hrtError_t hrtStreamSynchronize(hrtStream_t stream);
 hrtError_t hrtStreamQuery(hrtStream_t stream); /* hrtSuccess or hrtErrorNotReady */

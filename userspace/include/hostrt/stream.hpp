@@ -43,6 +43,8 @@ class Stream {
   // Process-wide unique id, stable for the stream's life (0 for an empty stream).
   std::uint64_t id() const noexcept;
   std::size_t device_index() const noexcept;
+  // The priority it was created with (Device::create_stream); Normal for an empty stream.
+  StreamPriority priority() const noexcept;
 
   // Seqno of the last job submitted on this stream, 0 if none.
   std::uint64_t last_submitted() const noexcept;

@@ -14,6 +14,14 @@ enum class Backend { Drm, Emulated };
 
 const char* to_string(Backend b) noexcept;
 
+// A stream's priority (cudaStreamCreateWithPriority). The values are the C API's numbers,
+// CUDA's convention: a lower number is a higher priority, so High < Normal < Low and the
+// range is [High, Low] = [-1, 1]. Priority orders device work that is ready (its waits met)
+// and not yet handed to the engine; it never preempts a running job (see Device::create_stream).
+enum class StreamPriority : int { High = -1, Normal = 0, Low = 1 };
+
+const char* to_string(StreamPriority p) noexcept;
+
 // Direction of Stream::memcpy_async (the values match enum drm_edu_accel_op_type).
 enum class CopyKind { H2D = 1, D2H = 2, H2H = 3 };
 

@@ -44,7 +44,9 @@ class DeviceBackend {
   virtual BoMapping register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) = 0;
   virtual void release_bo(const BoMapping& bo) noexcept = 0;
 
-  virtual QueueInfo create_queue() = 0;
+  // priority: an enum drm_edu_accel_queue_priority. EACCES (PermissionDenied) for HIGH
+  // without CAP_SYS_NICE, checked on the calling thread as the driver's capable() does.
+  virtual QueueInfo create_queue(std::uint32_t priority) = 0;
   virtual void destroy_queue(std::uint32_t queue) noexcept = 0;
 
   // Timeline syncobjs: each stream signals its own at point == seqno.

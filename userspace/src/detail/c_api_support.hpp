@@ -48,6 +48,8 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
     return fail(e.code, fn, e.message);
   } catch (const WrongDevice& e) {
     return fail(hrtErrorWrongDevice, fn, e.what());
+  } catch (const PermissionDenied& e) {  // before InvalidArgument, its base
+    return fail(hrtErrorPermissionDenied, fn, e.what());
   } catch (const AlreadyRegistered& e) {
     return fail(hrtErrorHostMemoryAlreadyRegistered, fn, e.what());
   } catch (const InvalidArgument& e) {

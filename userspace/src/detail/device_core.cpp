@@ -204,9 +204,37 @@ std::shared_ptr<Allocation> Allocation::register_range(const std::shared_ptr<Dev
 
 // ---- StreamCore ----
 
-StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev) : dev_(std::move(dev)), id_(g_next_stream_id++) {
+namespace {
+
+std::uint32_t uapi_priority(StreamPriority p) {
+  switch (p) {
+    case StreamPriority::High:
+      return DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH;
+    case StreamPriority::Normal:
+      return DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL;
+    case StreamPriority::Low:
+      return DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW;
+  }
+  throw InvalidArgument(EINVAL, "create_stream: unknown priority " + std::to_string(static_cast<int>(p)) +
+                                    where(__FILE__, __LINE__));
+}
+
+}  // namespace
+
+StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev, StreamPriority priority)
+    : dev_(std::move(dev)), id_(g_next_stream_id++), priority_(priority) {
+  const std::uint32_t uapi = uapi_priority(priority);
   DeviceBackend& be = dev_->backend("create_stream");
-  queue_ = be.create_queue();
+  try {
+    queue_ = be.create_queue(uapi);
+  } catch (const PermissionDenied& e) {
+    // EACCES has one cause at QUEUE_CREATE: say which, and what to do about it.
+    throw PermissionDenied(
+        e.error_code(),
+        std::string("create_stream: a high-priority stream needs CAP_SYS_NICE "
+                    "(run as root, or give the program the capability: setcap cap_sys_nice+ep PROGRAM); ") +
+            e.what());
+  }
   try {
     timeline_ = be.create_timeline();
   } catch (...) {

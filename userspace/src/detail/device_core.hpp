@@ -113,10 +113,12 @@ class Allocation {
 // Shared: Stream handles, cross-stream waits, and the pool's pending frees hold it.
 class StreamCore : public std::enable_shared_from_this<StreamCore> {
  public:
-  explicit StreamCore(std::shared_ptr<DeviceCore> dev);
+  // PermissionDenied for High without CAP_SYS_NICE.
+  explicit StreamCore(std::shared_ptr<DeviceCore> dev, StreamPriority priority = StreamPriority::Normal);
   ~StreamCore();  // destroys the queue and its timeline
 
   std::uint64_t id() const noexcept { return id_; }
+  StreamPriority priority() const noexcept { return priority_; }
   const std::shared_ptr<DeviceCore>& device() const noexcept { return dev_; }
   // The stream's state word: the last seqno submitted, with kWaitsQueued set while add_wait
   // has queued waits for the next submit that were not seen reached yet. One word, so that
@@ -147,6 +149,7 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
  private:
   std::shared_ptr<DeviceCore> dev_;
   std::uint64_t id_;
+  StreamPriority priority_;
   QueueInfo queue_;
   std::uint32_t timeline_ = 0;
   const Completion* slot_ = nullptr;

@@ -167,8 +167,9 @@ bool DrmBackend::registration_stale(std::uint32_t handle) {
   return (info.flags & DRM_EDU_ACCEL_BO_INFO_INVALIDATED) != 0;
 }
 
-QueueInfo DrmBackend::create_queue() {
+QueueInfo DrmBackend::create_queue(std::uint32_t priority) {
   drm_edu_accel_queue_create a{};
+  a.priority = priority;
   if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, &a)) throw_errno(errno, "QUEUE_CREATE");
   try {
     std::size_t len = 0;

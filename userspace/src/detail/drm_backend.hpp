@@ -21,7 +21,7 @@ class DrmBackend final : public DeviceBackend {
   BoMapping create_bo(std::size_t bytes) override;
   BoMapping register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) override;
   void release_bo(const BoMapping& bo) noexcept override;
-  QueueInfo create_queue() override;
+  QueueInfo create_queue(std::uint32_t priority) override;
   void destroy_queue(std::uint32_t queue) noexcept override;
   std::uint32_t create_timeline() override;
   void destroy_timeline(std::uint32_t handle) noexcept override;

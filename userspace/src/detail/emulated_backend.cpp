@@ -1,6 +1,8 @@
 #include "detail/emulated_backend.hpp"
 
+#include <linux/capability.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +26,30 @@ std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1)
 // A range [off, off+size) inside limit, without overflow.
 bool in_range(std::uint64_t off, std::uint64_t size, std::uint64_t limit) noexcept {
   return off <= limit && size <= limit - off;
+}
+
+// Whether the calling thread has CAP_SYS_NICE in its effective set: what the driver's
+// capable(CAP_SYS_NICE) asks of the task making the ioctl. capget(2) on the calling thread
+// (pid 0); hostrt does not link libcap.
+bool has_cap_sys_nice() noexcept {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  return (data[CAP_TO_INDEX(CAP_SYS_NICE)].effective & CAP_TO_MASK(CAP_SYS_NICE)) != 0;
+}
+
+// The order of a uapi priority among run queues (higher runs first), or -1 if unknown.
+int priority_rank(std::uint32_t priority) noexcept {
+  switch (priority) {
+    case DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW:
+      return 0;
+    case DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL:
+      return 1;
+    case DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH:
+      return 2;
+    default:
+      return -1;
+  }
 }
 
 }  // namespace
@@ -184,7 +210,12 @@ void EmulatedBackend::release_bo(const BoMapping& m) noexcept {
   pinned_bytes_ -= last - first + ps;
 }
 
-QueueInfo EmulatedBackend::create_queue() {
+QueueInfo EmulatedBackend::create_queue(std::uint32_t priority) {
+  // The driver's order of checks: the priority (EINVAL, EACCES) before the slots (ENOSPC).
+  const int rank = priority_rank(priority);
+  if (rank < 0) throw_errno(EINVAL, "QUEUE_CREATE: priority " + std::to_string(priority));
+  if (priority == DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH && !has_cap_sys_nice())
+    throw_errno(EACCES, "QUEUE_CREATE");  // the driver's message (StreamCore explains)
   std::lock_guard lk(m_);
   auto free_slot = std::find(slot_used_.begin(), slot_used_.end(), false);
   if (free_slot == slot_used_.end()) throw_errno(ENOSPC, "QUEUE_CREATE: all queues in use");
@@ -197,6 +228,7 @@ QueueInfo EmulatedBackend::create_queue() {
   const std::uint32_t id = next_queue_++;
   queues_[id].slot = slot;
   queues_[id].id = id;
+  queues_[id].rank = static_cast<unsigned>(rank);
   return {id, &page_[slot]};
 }
 
@@ -338,7 +370,10 @@ EmulatedBackend::Queue* EmulatedBackend::runnable_locked() {
     const Job& j = q.jobs.front();
     const bool ready =
         std::all_of(j.in.begin(), j.in.end(), [](const auto& s) { return s.first->value >= s.second; });
-    if (ready && (!best || j.ticket < best->jobs.front().ticket)) best = &q;
+    if (!ready) continue;
+    // Priority first (drm_sched serves its run queues from the highest down), then age.
+    if (!best || q.rank > best->rank || (q.rank == best->rank && j.ticket < best->jobs.front().ticket))
+      best = &q;
   }
   return best;
 }

@@ -1,8 +1,10 @@
 // An in-process edu_accel: the UAPI contract without the kernel, for hosts without the
 // driver. Same validation and errno values as the driver, a 4096-byte device buffer with the
 // 4095-byte transfer limit, mlock'ed memory for BOs, and one engine thread that runs jobs
-// asynchronously: in order within a queue, and across queues in submission order unless a
-// job waits for an in-sync (or a test holds its queue).
+// asynchronously: in order within a queue; across queues, among the queues whose next job is
+// ready (its in-syncs signalled, its queue not held by a test), the highest priority first
+// (HIGH, NORMAL, LOW: the driver's drm_sched run queues), then the oldest submission.
+// HIGH needs CAP_SYS_NICE in the calling thread's effective set (EACCES), as the driver's.
 //
 // Differences from the driver, by necessity: BOs are not DMA-mapped; releasing a userptr BO
 // waits for the jobs that name it, since the process cannot keep the user's pages alive.
@@ -43,7 +45,7 @@ class EmulatedBackend final : public DeviceBackend {
   BoMapping create_bo(std::size_t bytes) override;
   BoMapping register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) override;
   void release_bo(const BoMapping& bo) noexcept override;
-  QueueInfo create_queue() override;
+  QueueInfo create_queue(std::uint32_t priority) override;
   void destroy_queue(std::uint32_t queue) noexcept override;
   std::uint32_t create_timeline() override;
   void destroy_timeline(std::uint32_t handle) noexcept override;
@@ -74,6 +76,7 @@ class EmulatedBackend final : public DeviceBackend {
   struct Queue {
     std::uint32_t id = 0;
     std::size_t slot = 0;
+    unsigned rank = 1;  // LOW 0, NORMAL 1, HIGH 2: the engine takes the highest ready rank
     std::deque<Job> jobs;
     std::uint64_t last_seqno = 0;
     bool held = false;
