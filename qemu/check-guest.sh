@@ -6,7 +6,6 @@
 # OUTDIR holds console.log and qemu.stderr (host side), and guest-result and dmesg.txt
 # (written by the guest's /init).
 set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd -P)
 out=$1
 qrc=$2
 limit=${3:-?}
@@ -32,11 +31,8 @@ elif [ "$qrc" != 0 ]; then
 	problems+=("QEMU exited $qrc: ${qerr:-$(head -c 300 "$out/qemu.stderr" 2>/dev/null | tr '\n' ' ')}")
 fi
 
-# Reports of the guest kernel's own known bugs are renamed first (qemu/known-kernel-reports.awk).
-klog=$(cat "$out/dmesg.txt" "$out/console.log" 2>/dev/null | awk -f "$here/known-kernel-reports.awk")
-kline=$(grep -E -m1 "$kpat" <<<"$klog")
+kline=$(cat "$out/dmesg.txt" "$out/console.log" 2>/dev/null | tr -d '\r' | grep -E -m1 "$kpat")
 [ -n "$kline" ] && problems+=("guest kernel: ${kline#*] }")
-known=$(grep -o -m1 'known kernel report ([^)]*)' <<<"$klog")
 
 if [ "$(get done)" != 1 ]; then
 	last=$(tr -d '\r' < "$out/console.log" 2>/dev/null | grep -v '^\s*$' | tail -n 1)
@@ -65,7 +61,7 @@ rc=$(get cmd_rc)
 [ -n "$rc" ] && [ "$rc" != 0 ] && problems+=("guest command exited $rc")
 
 if [ ${#problems[@]} -eq 0 ]; then
-	echo "boot $(get boot_s)s, wall $(cat "$out/wall_s" 2>/dev/null)s, pins $acq/$rel${known:+, $known excused}"
+	echo "boot $(get boot_s)s, wall $(cat "$out/wall_s" 2>/dev/null)s, pins $acq/$rel"
 	exit 0
 fi
 (IFS=';'; echo "${problems[*]}" | sed 's/;/; /g')

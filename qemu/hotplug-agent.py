@@ -8,8 +8,8 @@ half-written) holding one line,
     add ID       device_add of a device this agent deleted before, as it was (driver, bus,
                  id, properties)
 and this agent answers in OUT/hotplug/rep-NAME (same rename dance): "ok ID" or "error TEXT".
-A `del` answers only after QEMU's DEVICE_DELETED event, that is once the guest's pciehp
-released the slot (it waits 5 s after the attention button before it removes the device).
+A `del` answers only after QEMU's DEVICE_DELETED event, that is once the guest's acpiphp
+ejected the device from its slot.
 
 It never hangs a run: every QMP exchange and event wait has a wall-clock limit (guest
 timeouts count guest time, which icount lets race ahead of the host's clock, so the limits
@@ -31,7 +31,7 @@ import traceback
 
 CONNECT_S = 120  # QEMU creates the socket shortly after it starts
 COMMAND_S = 60  # one QMP command's reply
-DELETED_S = 300  # device_del until DEVICE_DELETED: pciehp's 5 s plus a slow debug kernel
+DELETED_S = 300  # device_del until DEVICE_DELETED: a few s on the debug kernel under TCG
 
 
 def log(msg):

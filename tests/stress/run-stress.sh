@@ -55,8 +55,7 @@ for run in "${runs[@]}"; do
 		sum[$f]=$((sum[$f] + $(guest "$f")))
 	done
 	# Host-side judge: the guest's dmesg and console, the pin counters after rmmod, kmemleak.
-	kr=$(cat "$out/dmesg.txt" "$out/console.log" 2>/dev/null | awk -f "$src/qemu/known-kernel-reports.awk" |
-		grep -E "$kpat" | sort -u | wc -l)
+	kr=$(cat "$out/dmesg.txt" "$out/console.log" 2>/dev/null | tr -d '\r' | grep -E "$kpat" | sort -u | wc -l)
 	sum[kernel_reports]=$((sum[kernel_reports] + kr))
 	acq=$(sed -n 's/^pin_acquired=//p' "$out/guest-result" 2>/dev/null | tail -n1)
 	rel=$(sed -n 's/^pin_released=//p' "$out/guest-result" 2>/dev/null | tail -n1)

@@ -189,14 +189,13 @@ class KernelLog {
   ~KernelLog() {
     if (fd_ >= 0) close(fd_);
   }
-  // Reports since the last call; prints the first few. A report of the guest kernel's own
-  // known bug is printed and not counted (the rule of qemu/known-kernel-reports.awk).
+  // Reports since the last call; prints the first few.
   int scan(const char* part) {
     static const std::regex pat(
         "(Oops|BUG:|kernel BUG|WARNING:|refcount_t:|general protection|Kernel panic|UBSAN:|INFO: task .* "
         "blocked|INFO: (possible|inconsistent)|watchdog: BUG|ODEBUG:|DMA-API: [^ ]+ [0-9a-f]{4}:)");
     if (fd_ < 0) return 0;
-    std::vector<std::string> lines;
+    int reports = 0;
     char buf[8192];
     for (;;) {
       ssize_t n = read(fd_, buf, sizeof buf - 1);
@@ -205,38 +204,16 @@ class KernelLog {
       buf[n] = 0;
       const char* msg = strchr(buf, ';');
       msg = msg ? msg + 1 : buf;
-      lines.emplace_back(msg, strcspn(msg, "\n"));
-    }
-    int reports = 0;
-    for (size_t i = 0; i < lines.size(); ++i) {
-      if (!std::regex_search(lines[i], pat)) continue;
-      if (const char* known = known_kernel_report(lines, i)) {
-        logf("  known kernel report during %s (%s, the guest kernel's own; not counted): %s", part, known,
-             lines[i].c_str());
-        continue;
+      std::string line(msg, strcspn(msg, "\n"));
+      if (std::regex_search(line, pat)) {
+        if (reports < 5) logf("  kernel report during %s: %s", part, line.c_str());
+        ++reports;
       }
-      if (reports < 5) logf("  kernel report during %s: %s", part, lines[i].c_str());
-      ++reports;
     }
     return reports;
   }
 
  private:
-  // pciehp-lockdep: Debian 6.1's pciehp retakes ctrl->reset_lock under pci_rescan_remove_lock
-  // in pciehp_unconfigure_device(); lockdep reports it on the first hot-unplug of any device.
-  static const char* known_kernel_report(const std::vector<std::string>& lines, size_t at) {
-    if (lines[at].find("WARNING: possible circular locking dependency detected") == std::string::npos)
-      return nullptr;
-    bool reset = false, rescan = false;
-    for (size_t i = at + 1; i < lines.size() && i <= at + 14; ++i) {
-      reset |= lines[i].find("(&ctrl->reset_lock)") != std::string::npos &&
-               lines[i].find(" at: pciehp_unconfigure_device") != std::string::npos;
-      rescan |= lines[i].find("(pci_rescan_remove_lock)") != std::string::npos &&
-                lines[i].find(" at: pciehp_unconfigure_device") != std::string::npos;
-    }
-    return reset && rescan ? "pciehp-lockdep" : nullptr;
-  }
-
   int fd_ = -1;
 };
 

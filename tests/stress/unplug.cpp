@@ -1,7 +1,7 @@
 // Part "unplug": one edu device pulled while an unprivileged process streams verified DMA
 // through it and a witness copies through the other device, in three ways: sysfs unbind/bind,
 // PCI remove/rescan, and (in a VM run with --hotplug on) QEMU's device_del on the device's
-// PCIe root port, which the guest's pciehp handles like a real hot-unplug, then device_add.
+// PCIe root port, which the guest's acpiphp handles like a real hot-unplug, then device_add.
 // The streamer must get ENODEV (not hang, not see corrupted bytes), pins and driver clients
 // must come back, the other device keeps working, and the driver binds again.
 #include <filesystem>
@@ -171,8 +171,8 @@ class Hotplug {
   unsigned seq_ = 0;
 };
 
-// The guest's pciehp slot holding BDF ("" if none): without one, device_del does nothing.
-std::string pciehp_slot_of(const std::string& bdf) {
+// The guest's hotplug slot holding BDF ("" if none): without one, device_del does nothing.
+std::string hotplug_slot_of(const std::string& bdf) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/sys/bus/pci/slots", ec)) {
     auto addr = hostrt::detail::read_text(e.path().string() + "/address");
@@ -186,8 +186,7 @@ std::string pciehp_slot_of(const std::string& bdf) {
 int unplug_part(const Params& P, Part& part) {
   auto nodes = nodes_open_to_all();
   if (nodes.empty()) return part.fail("no edu_accel device bound");
-  // sysfs rounds first, device_del rounds last: on the debug kernel pciehp's own removal path
-  // makes lockdep report (and then switch off), which must not blind the rounds before it.
+  // sysfs rounds first, device_del rounds last.
   std::vector<Kind> kinds;
   for (int u = 0; u < (P.long_run ? 12 : 2); ++u) kinds.push_back(u % 2 ? Kind::Remove : Kind::Unbind);
   Hotplug hp;
@@ -250,12 +249,12 @@ int unplug_part(const Params& P, Part& part) {
     std::string qemu_id;  // device_del: QEMU's id of the victim, for device_add
     bool ok = true;
     if (kind == Kind::DeviceDel) {
-      if (pciehp_slot_of(bdf).empty())
+      if (hotplug_slot_of(bdf).empty())
         part.fail(
-            "%s: no pciehp slot holds it in the guest (/sys/bus/pci/slots): device_del would do nothing",
+            "%s: no hotplug slot holds it in the guest (/sys/bus/pci/slots): device_del would do nothing",
             what.c_str());
-      // Answered once QEMU saw DEVICE_DELETED: the guest's pciehp removed the device after
-      // its 5 s attention-button wait, with the streamer still submitting.
+      // Answered once QEMU saw DEVICE_DELETED: the guest's acpiphp ejected the device (the
+      // ACPI eject request), with the streamer still submitting.
       ok = hp.request("del " + bdf, &qemu_id);
       if (!ok) {
         part.fail("%s: %s", what.c_str(), qemu_id.c_str());
@@ -303,7 +302,7 @@ int unplug_part(const Params& P, Part& part) {
                                 : sysfs_write("/sys/bus/pci/drivers/edu_accel/bind", bdf);
       if (!ok) part.fail("%s: %s failed", what.c_str(), kind == Kind::Remove ? "rescan" : "bind");
     }
-    // A hot-added device goes through pciehp's enumeration and a full probe: slow under TCG.
+    // A hot-added device goes through acpiphp's enumeration and a full probe: slow under TCG.
     bool back = false;
     const double back_by = now_s() + (kind == Kind::DeviceDel ? 600 : 30);
     while (!back && now_s() < back_by) {

@@ -106,24 +106,6 @@ d=$(clean_run kmemleak-other)
 printf 'unreferenced object 0xffff888004b3c000 (size 64):\n  backtrace:\n    [<0>] acpi_os_allocate+0x1/0x2\n' > "$d/kmemleak.txt"
 expect kmemleak-not-ours pass 0 "$d"
 
-# The debug kernel's pciehp trips lockdep on any hot-unplug (qemu/known-kernel-reports.awk):
-# excused and named; the same report about other locks still fails.
-splat() {
-	printf '[   75.192012] WARNING: possible circular locking dependency detected\n'
-	printf '[   75.192046] 6.1.192-edu-debug #1 Tainted: G           O\n'
-	printf '[   75.192114] irq/25-pciehp/39 is trying to acquire lock:\n'
-	printf '[   75.192147] ff11000005a052f8 (%s){.+.+}-{3:3}, at: pciehp_unconfigure_device+0x1d8/0x2e0\n' "$1"
-	printf '[   75.192243] but task is already holding lock:\n'
-	printf '[   75.192274] ffffffff969c0fc8 (pci_rescan_remove_lock){+.+.}-{3:3}, at: pciehp_unconfigure_device+0xe6/0x2e0\n'
-}
-d=$(clean_run pciehp-lockdep); splat '&ctrl->reset_lock' >> "$d/dmesg.txt"
-expect pciehp-lockdep-known pass 0 "$d" "known kernel report (pciehp-lockdep) excused"
-d=$(clean_run other-lockdep); splat '&edu->lock' >> "$d/dmesg.txt"
-expect other-lockdep fail 0 "$d" "guest kernel: WARNING: possible circular locking dependency"
-d=$(clean_run pciehp-lockdep-then-warn); splat '&ctrl->reset_lock' >> "$d/dmesg.txt"
-echo '[   80.1] WARNING: CPU: 0 PID: 71 at kernel/edu_accel_drv.c:80 edu_accel_remove+0x1/0x2' >> "$d/dmesg.txt"
-expect pciehp-lockdep-then-warn fail 0 "$d" "guest kernel: WARNING: CPU: 0 PID: 71"
-
 d=$(clean_run no-result); rm "$d/guest-result"
 expect missing-result fail 0 "$d" "did not finish"
 
