@@ -20,6 +20,7 @@
 #include <drm/drm_vma_manager.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
+#include <linux/error-injection.h>
 #include <linux/mm.h>
 #include <linux/pagemap.h>
 #include <linux/sched/mm.h>
@@ -95,7 +96,7 @@ static int edu_bo_map_sgtable(struct edu_accel_device *edev, struct edu_bo *bo)
 }
 
 /* Builds the SG table over bo->pages (merging contiguous pages) and maps it. */
-static int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
+static noinline int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
 {
 	struct device *dev = &edev->pdev->dev;
 	unsigned int max_seg = dma_get_max_seg_size(dev) & PAGE_MASK;
@@ -131,6 +132,7 @@ free_table:
 	sg_free_table(&bo->sgt);
 	return ret;
 }
+ALLOW_ERROR_INJECTION(edu_bo_dma_map, ERRNO);
 
 /* Called with the device's obj_lock held once the BO is published (see edu_bo_unmap_all()). */
 static void edu_bo_dma_unmap_locked(struct edu_accel_device *edev, struct edu_bo *bo)
@@ -157,7 +159,7 @@ void edu_bo_unmap_all(struct edu_accel_device *edev)
 	mutex_unlock(&edev->obj_lock);
 }
 
-static int edu_charge_locked_vm(struct mm_struct *mm, unsigned long npages)
+static noinline int edu_charge_locked_vm(struct mm_struct *mm, unsigned long npages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	s64 pinned = atomic64_add_return(npages, &mm->pinned_vm);
@@ -168,6 +170,7 @@ static int edu_charge_locked_vm(struct mm_struct *mm, unsigned long npages)
 	}
 	return 0;
 }
+ALLOW_ERROR_INJECTION(edu_charge_locked_vm, ERRNO);
 
 static void edu_bo_uncharge(struct edu_bo *bo)
 {
@@ -324,7 +327,7 @@ static struct page *edu_alloc_reachable_page(struct edu_accel_device *edev, bool
 	return page;
 }
 
-static int edu_bo_alloc_pages(struct edu_accel_device *edev, struct edu_bo *bo)
+static noinline int edu_bo_alloc_pages(struct edu_accel_device *edev, struct edu_bo *bo)
 {
 	bool limited = !edev->iommu && !bo->readonly_map &&
 		       dma_addressing_limited(&edev->pdev->dev);
@@ -344,6 +347,7 @@ static int edu_bo_alloc_pages(struct edu_accel_device *edev, struct edu_bo *bo)
 	}
 	return 0;
 }
+ALLOW_ERROR_INJECTION(edu_bo_alloc_pages, ERRNO);
 
 /**
  * edu_bo_create - allocate zeroed, pinned, DMA-mapped pages
@@ -498,7 +502,7 @@ static const struct mmu_interval_notifier_ops edu_userptr_notifier_ops = {
 	.invalidate = edu_userptr_invalidate,
 };
 
-static int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
+static noinline int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
 {
 	unsigned int gup = FOLL_LONGTERM;
 	bool write = !(bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY);
@@ -531,6 +535,7 @@ static int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
 		unpin_user_pages(bo->pages, pinned);
 	return ret;
 }
+ALLOW_ERROR_INJECTION(edu_pin_user_range, ERRNO);
 
 /*
  * Pins the range with its notifier in place, retrying while it changes under the pins (a

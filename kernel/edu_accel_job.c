@@ -17,6 +17,7 @@
 #include <linux/delay.h>
 #include <linux/dma-fence-chain.h>
 #include <linux/dma-mapping.h>
+#include <linux/error-injection.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -697,8 +698,8 @@ put:
 	return ERR_PTR(ret);
 }
 
-static int edu_job_add_in_syncs(struct drm_file *file, struct edu_job *job,
-				const struct drm_edu_accel_submit *args)
+static noinline int edu_job_add_in_syncs(struct drm_file *file, struct edu_job *job,
+					 const struct drm_edu_accel_submit *args)
 {
 	struct drm_edu_accel_sync s;
 	struct dma_fence *fence;
@@ -723,6 +724,7 @@ static int edu_job_add_in_syncs(struct drm_file *file, struct edu_job *job,
 	}
 	return 0;
 }
+ALLOW_ERROR_INJECTION(edu_job_add_in_syncs, ERRNO);
 
 /**
  * struct edu_out_sync - an out-syncobj resolved before the job is pushed

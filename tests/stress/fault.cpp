@@ -5,8 +5,10 @@
 //    must return an error, and no pin, charge or object may stay behind;
 //  - random: task-filtered failslab/fail_page_alloc at a probability, armed with
 //    /proc/self/make-it-fail around each ioctl of a random workload.
-// fail_function runs on every driver function marked ALLOW_ERROR_INJECTION (none today).
+//  - fail_function: the driver's functions marked ALLOW_ERROR_INJECTION return -ENOMEM at a
+//    probability during the same random workload.
 #include <fstream>
+#include <sstream>
 
 #include "stress.hpp"
 
@@ -242,6 +244,81 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
                            std::to_string(charged0) + " before");
 }
 
+// A random mix of BO_CREATE, BO_USERPTR, SUBMIT, QUEUE_CREATE/DESTROY, GEM_CLOSE and syncobj
+// calls, each with this process's make-it-fail armed around it (the injectors are
+// task-filtered), counting the calls that failed. Runs in a child; returns its exit code.
+// Writing make-it-fail needs CAP_SYS_RESOURCE: the workload stays root (so BO_USERPTR is not
+// charged to RLIMIT_MEMLOCK here; the fail-nth sweeps run unprivileged).
+int random_workload(const Params& P, const std::string& render, int ops, uint64_t stream, uint64_t* failed) {
+  int mif = open("/proc/self/make-it-fail", O_WRONLY | O_CLOEXEC);
+  if (mif < 0) return 91;
+  auto arm = [&](bool on) {
+    if (pwrite(mif, on ? "1" : "0", 1, 0) != 1) _exit(93);
+  };
+  Rng r(P.seed, stream);
+  Fd f(render);
+  const int fd = f.get();
+  std::vector<uint8_t> mem(1 << 20, 1);
+  const bool fresh = P.known_bugs.count("dma_api_overlapping_userptr") > 0;
+  std::vector<uint32_t> hs;
+  drm_edu_accel_queue_create q;
+  if (fd < 0 || queue_create(fd, &q)) return 92;
+  uint32_t done = 0;
+  drmSyncobjCreate(fd, 0, &done);
+  for (int i = 0; i < ops; ++i) {
+    int rc = 0;
+    uint32_t h = 0;
+    const uint64_t d = r.below(6);
+    arm(true);
+    if (d == 0)
+      rc = bo_create(fd, r.range(1, 128 << 10), &h);
+    else if (d == 1) {
+      uint8_t* base = mem.data();
+      if (fresh) {  // pages no other live registration shares
+        arm(false);
+        base = static_cast<uint8_t*>(
+            mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        memset(base, 1, 1 << 20);
+        arm(true);
+      }
+      rc = bo_userptr(fd, base + r.below(4096), r.range(1, 512 << 10), 0, &h);
+      if (fresh) {
+        arm(false);
+        munmap(base, 1 << 20);
+      }
+    } else if (d == 2 && hs.size() >= 2) {
+      auto o =
+          op(DRM_EDU_ACCEL_OP_H2H, hs[r.below(hs.size())], 0, hs[r.below(hs.size())], 0, 1 + r.below(4096));
+      drm_edu_accel_sync out = sync_point(done);
+      rc = submit(fd, q.queue, &o, 1, nullptr, 0, &out, 1);
+    } else if (d == 3) {
+      drm_edu_accel_queue_create q2;
+      rc = queue_create(fd, &q2);
+      if (!rc) {
+        arm(false);
+        queue_destroy(fd, q2.queue);
+      }
+    } else if (d == 4 && !hs.empty()) {
+      const size_t k = r.below(hs.size());
+      rc = gem_close(fd, hs[k]);
+      if (!rc) hs.erase(hs.begin() + static_cast<long>(k));
+    } else {
+      uint32_t s = 0;
+      rc = drmSyncobjCreate(fd, 0, &s) ? errno : 0;
+      if (!rc) drmSyncobjDestroy(fd, s);
+    }
+    arm(false);
+    if (rc) ++*failed;
+    if (h && !rc) hs.push_back(h);
+    if (hs.size() > 24) {
+      gem_close(fd, hs.front());
+      hs.erase(hs.begin());
+    }
+  }
+  wait_syncobj(fd, done, 600);
+  return 0;
+}
+
 }  // namespace
 
 int fault_part(const Params& P, Part& part) {
@@ -307,79 +384,7 @@ int fault_part(const Params& P, Part& part) {
   const int ops = P.long_run ? 3000 : 300;
   uint64_t failed_calls = 0;
   res[0] = 0;
-  // Writing make-it-fail needs CAP_SYS_RESOURCE: this workload stays root (so BO_USERPTR
-  // is not charged to RLIMIT_MEMLOCK here; the fail-nth sweeps above run unprivileged).
-  const int rrc = run_child(
-      [&] {
-        int mif = open("/proc/self/make-it-fail", O_WRONLY | O_CLOEXEC);
-        if (mif < 0) return 91;
-        auto arm = [&](bool on) {
-          if (pwrite(mif, on ? "1" : "0", 1, 0) != 1) _exit(93);
-        };
-        Rng r(P.seed, 4);
-        Fd f(nodes[0].render);
-        const int fd = f.get();
-        std::vector<uint8_t> mem(1 << 20, 1);
-        const bool fresh = P.known_bugs.count("dma_api_overlapping_userptr") > 0;
-        std::vector<uint32_t> hs;
-        drm_edu_accel_queue_create q;
-        if (fd < 0 || queue_create(fd, &q)) return 92;
-        uint32_t done = 0;
-        drmSyncobjCreate(fd, 0, &done);
-        for (int i = 0; i < ops; ++i) {
-          int rc = 0;
-          uint32_t h = 0;
-          const uint64_t d = r.below(6);
-          arm(true);
-          if (d == 0)
-            rc = bo_create(fd, r.range(1, 128 << 10), &h);
-          else if (d == 1) {
-            uint8_t* base = mem.data();
-            if (fresh) {  // pages no other live registration shares
-              arm(false);
-              base = static_cast<uint8_t*>(
-                  mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-              memset(base, 1, 1 << 20);
-              arm(true);
-            }
-            rc = bo_userptr(fd, base + r.below(4096), r.range(1, 512 << 10), 0, &h);
-            if (fresh) {
-              arm(false);
-              munmap(base, 1 << 20);
-            }
-          } else if (d == 2 && hs.size() >= 2) {
-            auto o = op(DRM_EDU_ACCEL_OP_H2H, hs[r.below(hs.size())], 0, hs[r.below(hs.size())], 0,
-                        1 + r.below(4096));
-            drm_edu_accel_sync out = sync_point(done);
-            rc = submit(fd, q.queue, &o, 1, nullptr, 0, &out, 1);
-          } else if (d == 3) {
-            drm_edu_accel_queue_create q2;
-            rc = queue_create(fd, &q2);
-            if (!rc) {
-              arm(false);
-              queue_destroy(fd, q2.queue);
-            }
-          } else if (d == 4 && !hs.empty()) {
-            const size_t k = r.below(hs.size());
-            rc = gem_close(fd, hs[k]);
-            if (!rc) hs.erase(hs.begin() + static_cast<long>(k));
-          } else {
-            uint32_t s = 0;
-            rc = drmSyncobjCreate(fd, 0, &s) ? errno : 0;
-            if (!rc) drmSyncobjDestroy(fd, s);
-          }
-          arm(false);
-          if (rc) ++res[0];
-          if (h && !rc) hs.push_back(h);
-          if (hs.size() > 24) {
-            gem_close(fd, hs.front());
-            hs.erase(hs.begin());
-          }
-        }
-        wait_syncobj(fd, done, 600);
-        return 0;
-      },
-      1800);
+  const int rrc = run_child([&] { return random_workload(P, nodes[0].render, ops, 4, &res[0]); }, 1800);
   failed_calls = res[0];
   long long injected = 0;
   for (const char* d : {kSlab, kPage_}) {
@@ -395,18 +400,48 @@ int fault_part(const Params& P, Part& part) {
       ops, static_cast<unsigned long long>(failed_calls), injected);
   faults += static_cast<uint64_t>(std::max(0ll, injected));
 
-  // fail_function: only functions the driver marks ALLOW_ERROR_INJECTION can be failed.
-  auto inj = hostrt::detail::read_text(std::string(kFunc) + "/injectable");
-  int edu_funcs = 0;
-  if (inj) {
-    size_t at = 0;
-    while ((at = inj->find("[edu_accel]", at)) != std::string::npos) {
-      ++edu_funcs;
-      ++at;
-    }
+  // fail_function: the driver's own functions marked ALLOW_ERROR_INJECTION (pinning, DMA
+  // mapping, page allocation, the memlock charge, SUBMIT's in-syncs) return -ENOMEM at a
+  // probability, armed like the random phase: every caller must unwind what it did before.
+  std::vector<std::string> funcs;
+  if (auto inj = hostrt::detail::read_text(std::string(kFunc) + "/injectable")) {
+    std::istringstream in(*inj);
+    for (std::string line; std::getline(in, line);)
+      if (line.find("[edu_accel]") != std::string::npos)
+        funcs.push_back(line.substr(0, line.find_first_of(" \t")));
   }
-  logf("fault: fail_function: %s, %d edu_accel function(s) marked ALLOW_ERROR_INJECTION%s",
-       inj ? "present" : "absent", edu_funcs, edu_funcs ? " (not exercised yet)" : ": nothing to inject");
+  if (funcs.empty()) {
+    logf("fault: fail_function: %s", access(kFunc, F_OK) == 0
+                                         ? "no edu_accel function is marked ALLOW_ERROR_INJECTION: FAIL"
+                                         : "absent in this kernel");
+    if (access(kFunc, F_OK) == 0) part.fail("fail_function lists no edu_accel function");
+  } else {
+    const std::string f = kFunc;
+    put(f + "/inject", "\n");  // none but ours
+    std::string names;
+    for (const auto& fn : funcs) {
+      if (!put(f + "/inject", fn)) part.fail("fail_function: cannot inject %s", fn.c_str());
+      put(f + "/" + fn + "/retval", std::to_string(static_cast<unsigned long>(-ENOMEM)));
+      names += (names.empty() ? "" : " ") + fn;
+    }
+    put(f + "/verbose", "0");
+    put(f + "/interval", "1");
+    put(f + "/task-filter", "Y");
+    put(f + "/times", std::to_string(budget));
+    put(f + "/probability", P.long_run ? "20" : "30");
+    const int fops = P.long_run ? 1000 : 150;
+    res[0] = 0;
+    const int frc = run_child([&] { return random_workload(P, nodes[0].render, fops, 5, &res[0]); }, 1800);
+    const long long left = get_num(f + "/times");
+    const long long finjected = left >= 0 ? budget - left : 0;
+    put(f + "/probability", "0");
+    put(f + "/inject", "\n");
+    if (frc) part.fail("fail_function workload exited %d", frc);
+    if (finjected == 0) part.fail("fail_function injected nothing into %s", names.c_str());
+    logf("fault: fail_function on %s: %d calls, %llu failed, %lld faults injected", names.c_str(), fops,
+         static_cast<unsigned long long>(res[0]), finjected);
+    faults += static_cast<uint64_t>(finjected);
+  }
 
   check_released(part, nodes, pins0, "fault injection");
   for (size_t i = 0; i < nodes.size(); ++i)
