@@ -43,8 +43,15 @@ userspace: deps $(CMAKEDIR)/CMakeCache.txt
 run: all
 	qemu/run-vm.sh --config $(CONFIG) -- 'hostrun $$BUILD/cmake/userspace/hostrt-demo'
 
-check: all kernel-debug
-	cd $(CMAKEDIR) && ctest --output-on-failure
+# Each phase and CTest entry is timed; the table at the end (scripts/check-times.sh) says
+# where the time went.
+TIMES := $(BUILD)/check-times
+check:
+	@rm -rf $(TIMES)
+	@scripts/timed.sh $(TIMES) build $(MAKE) all
+	@scripts/timed.sh $(TIMES) kernel-debug $(MAKE) kernel-debug
+	@cd $(CMAKEDIR) && ctest --output-on-failure; rc=$$?; \
+		$(CURDIR)/scripts/check-times.sh $(BUILD); exit $$rc
 
 shell: all
 	qemu/run-vm.sh --config $(CONFIG) --shell

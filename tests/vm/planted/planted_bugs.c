@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Bugs planted on purpose, one per load, so that a test can prove the debug kernel and the
+ * run's judge still catch them (tests/vm/judge-selftest.sh). Never loaded outside that test.
+ */
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+
+static char *bug = "none";
+module_param(bug, charp, 0444);
+MODULE_PARM_DESC(bug, "uaf: read freed memory; lock: take two mutexes in both orders");
+
+static DEFINE_MUTEX(planted_a);
+static DEFINE_MUTEX(planted_b);
+
+static noinline int planted_uaf(void)
+{
+	volatile char *p = kmalloc(64, GFP_KERNEL);
+	char c;
+
+	if (!p)
+		return -ENOMEM;
+	kfree((void *)p);
+	c = p[8];
+	pr_info("planted_bugs: read %d from freed memory\n", c);
+	return 0;
+}
+
+/* One thread, one order after the other: never a deadlock, always lockdep's cycle. */
+static noinline void planted_lock_inversion(void)
+{
+	mutex_lock(&planted_a);
+	mutex_lock(&planted_b);
+	mutex_unlock(&planted_b);
+	mutex_unlock(&planted_a);
+
+	mutex_lock(&planted_b);
+	mutex_lock(&planted_a);
+	mutex_unlock(&planted_a);
+	mutex_unlock(&planted_b);
+}
+
+static int __init planted_init(void)
+{
+	if (!strcmp(bug, "uaf"))
+		return planted_uaf();
+	if (!strcmp(bug, "lock")) {
+		planted_lock_inversion();
+		return 0;
+	}
+	pr_err("planted_bugs: unknown bug '%s'\n", bug);
+	return -EINVAL;
+}
+
+static void __exit planted_exit(void)
+{
+}
+
+module_init(planted_init);
+module_exit(planted_exit);
+MODULE_DESCRIPTION("Planted bugs for the VM judge's self-test");
+MODULE_LICENSE("GPL");
