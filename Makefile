@@ -2,7 +2,7 @@
 #   make          driver, runtime, tools and tests
 #   make run      boot the VM, load the driver, run the demo, print the report
 #   make check    every test suite (host tests, then in-VM suites in each machine configuration,
-#                 the debug kernel's among them: its first build takes ~20 minutes)
+#                 the debug kernel's among them: its first build takes ~10 minutes)
 #   make shell    the VM with the driver loaded, interactive (leave with `exit`)
 #   make bench    benchmarks; METRIC lines land in build/bench/metrics.txt
 #   make stress   adversarial stress (tests/stress/): long run on the debug kernel plus the SMP
@@ -25,7 +25,7 @@ deps: $(BUILD)/.deps-ok
 kernel: deps
 	$(MAKE) -C kernel
 
-# The module built against the debug kernel (built once, ~20 min, cached under ~/.cache).
+# The module built against the debug kernel (built once, ~10 min, cached under ~/.cache).
 kernel-debug: deps
 	scripts/build-debug-module.sh $(BUILD)
 
