@@ -145,8 +145,13 @@ static void edu_job_complete(struct edu_accel_device *edev, struct edu_job *job,
 	struct drm_edu_accel_completion *slot = job->queue->slot;
 	struct dma_fence *fence = job->hw_fence;
 
-	/* The device is done with the buffers: hand them back before anyone hears of it. */
-	edu_job_sync_for_cpu(edev, job);
+	/*
+	 * The device is done with the buffers: hand them back before anyone hears of it. Only
+	 * what was handed over: under bouncing, syncing an unsynced range for the CPU would copy
+	 * a stale bounce slot over the user's bytes.
+	 */
+	if (job->synced)
+		edu_job_sync_for_cpu(edev, job);
 	if (error) {
 		WRITE_ONCE(slot->failed, job->seqno);
 		WRITE_ONCE(slot->error, error);
@@ -202,8 +207,13 @@ static bool edu_fence_failed(struct dma_fence *fence)
 	return failed;
 }
 
-/* First look at a job at the head: one whose input failed would copy bytes nobody made. */
-static void edu_job_start(struct edu_job *job)
+/*
+ * First look at a job at the head: one whose input failed would copy bytes nobody made.
+ * Every earlier job has ended here, so this is where the job's ranges pass to the device:
+ * a sync at run_job, with earlier jobs still on the engine, would copy stale CPU bytes over
+ * what a producer already wrote into a shared bounce buffer.
+ */
+static void edu_job_start(struct edu_accel_device *edev, struct edu_job *job)
 {
 	u32 i;
 
@@ -211,6 +221,12 @@ static void edu_job_start(struct edu_job *job)
 	for (i = 0; i < job->nin && !job->error; i++)
 		if (edu_fence_failed(job->in_fences[i]))
 			job->error = -ECANCELED;
+	if ((edev->engine.lost || drm_dev_is_unplugged(&edev->drm)) && !job->error)
+		job->error = -ENODEV;
+	if (!job->error) {
+		edu_job_sync_for_device(edev, job);
+		job->synced = true;
+	}
 }
 
 /* Clears the device buffer (all of it a transfer can reach) for a job of client @owner. */
@@ -243,7 +259,7 @@ static void edu_engine_kick_locked(struct edu_accel_device *edev)
 		return;
 	while ((job = list_first_entry_or_null(&e->jobs, struct edu_job, engine_link))) {
 		if (!job->started)
-			edu_job_start(job);
+			edu_job_start(edev, job);
 		if ((e->lost || drm_dev_is_unplugged(&edev->drm)) && !job->error)
 			job->error = -ENODEV;
 		if (!job->error && job->owner != e->owner) {

@@ -109,9 +109,6 @@ void edu_queue_job_retired(struct edu_queue *q)
 		edu_queue_free_slot(q);
 }
 
-/* Hands the job's buffers to the device (the streaming-DMA ownership rule). */
-static void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job);
-
 static struct dma_fence *edu_sched_run_job(struct drm_sched_job *sched_job)
 {
 	struct edu_job *job = to_edu_job(sched_job);
@@ -131,8 +128,11 @@ static struct dma_fence *edu_sched_run_job(struct drm_sched_job *sched_job)
 		job->error = -ENODEV;
 		return edu_engine_push(edev, job);
 	}
-	if (!job->error)
-		edu_job_sync_for_device(edev, job);
+	/*
+	 * No sync for the device here: up to EDU_SCHED_CREDITS - 1 earlier jobs may still be on
+	 * the engine, one of them writing what this job reads. The engine hands the job's
+	 * ranges to the device when the job reaches its head (edu_job_sync_for_device()).
+	 */
 	fence = edu_engine_push(edev, job);
 	drm_dev_exit(idx);
 	return fence;
@@ -228,7 +228,13 @@ static void edu_bo_sync_range(struct device *dev, struct edu_bo *bo, u64 off, u6
 	}
 }
 
-static void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job)
+/**
+ * edu_job_sync_for_device - hand the job's ranges to the device (the job starts)
+ * @edev: the device
+ * @job: the job, at the head of the engine: every earlier job has ended and given its
+ *	destinations back to the CPU, so what is copied into bounce buffers here is current
+ */
+void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job)
 {
 	struct device *dev = &edev->pdev->dev;
 	u32 i;

@@ -120,6 +120,8 @@ struct edu_sg_cursor {
  * @nin: entries of @in_fences
  * @error: set when the job must not (or did not) complete normally
  * @started: the engine has looked at the job at its head (and at its in-fences)
+ * @synced: the job's ranges were handed to the device at the head, so they go back to the
+ *	CPU when it ends (a job failed before then never gave them away)
  * @retired: the job wrote its completion (or was killed before it could)
  * @engine_link: entry in the engine's queue
  * @progress: engine transfer count when the timeout handler last looked
@@ -144,6 +146,7 @@ struct edu_job {
 	u32 nin;
 	int error;
 	bool started;
+	bool synced;
 	bool retired;
 	struct list_head engine_link;
 	u64 progress;
@@ -248,6 +251,7 @@ u64 edu_max_job_bytes(void);
 
 void edu_queue_job_retired(struct edu_queue *q);
 struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle);
+void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job);
 void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job);
 
 static inline struct edu_client *edu_file_client(struct drm_file *file)

@@ -40,6 +40,13 @@ uint64_t engine_field(const std::string& debugfs, const std::string& key) {
   return v ? std::stoull(*v) : ~0ull;
 }
 
+// Bytes that differ: a count says how much went wrong where a memcmp only says that it did.
+uint64_t mismatches(const uint8_t* got, const uint8_t* want, uint64_t n) {
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < n; ++i) bad += got[i] != want[i];
+  return bad;
+}
+
 // A driver-allocated BO mapped into the process.
 struct HostBo {
   uint32_t handle = 0;
@@ -267,6 +274,38 @@ TEST_F(JobTest, InFenceOrdersWorkAcrossQueues) {
       {sync_point(done)});
   ASSERT_TRUE(wait(done));
   EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), n), 0) << "the consumer ran before its producer";
+}
+
+// A consumer submitted while its producer is on the engine, on the producer's queue or on
+// another behind an in-sync: the consumer's source must be handed to the device only once the
+// producer has written it. Where mappings bounce (the `bounce` configuration), a hand-over at
+// submission copies the source's stale CPU bytes over what the producer already put in the
+// bounce slot: both buffers end up wrong while both jobs report success.
+TEST_F(JobTest, ConsumerSubmittedWhileItsProducerRunsSeesItsBytes) {
+  const uint64_t n = slow_dma() ? 5 * kChunk : 256 * 1024;
+  for (const bool same_queue : {true, false}) {
+    SCOPED_TRACE(same_queue ? "consumer on the producer's queue" : "consumer on another queue, in-sync");
+    const uint32_t consumer_queue = same_queue ? queue_ : make_queue();
+    UserBo src = user_bo(n, same_queue ? 5 : 6);
+    HostBo mid = host_bo(n), dst = host_bo(n);
+    const uint32_t produced = syncobj(), done = syncobj();
+    const uint64_t before = engine_field(node_.debugfs, "transfers");
+    const uint64_t producer =
+        run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, mid.handle, 0, n)}, {}, {sync_point(produced)});
+    // After the producer's second transfer: its first chunk went into the device buffer and
+    // back out into `mid`.
+    for (int i = 0; i < 20000 && engine_field(node_.debugfs, "transfers") < before + 2; ++i) usleep(1000);
+    ASSERT_GE(engine_field(node_.debugfs, "transfers"), before + 2) << "the producer never started";
+    ASSERT_LT(slot(queue_)->completed, producer) << "the producer ended before the consumer was submitted";
+    std::vector<drm_edu_accel_sync> in;
+    if (!same_queue) in.push_back(sync_point(produced));
+    run(consumer_queue, {op(DRM_EDU_ACCEL_OP_H2H, mid.handle, 0, dst.handle, 0, n)}, in, {sync_point(done)});
+    ASSERT_TRUE(wait(done));
+    EXPECT_EQ(slot(queue_)->failed, 0u);
+    EXPECT_EQ(slot(consumer_queue)->failed, 0u);
+    EXPECT_EQ(mismatches(mid.p, src.mem.get(), n), 0u) << "the producer's destination";
+    EXPECT_EQ(mismatches(dst.p, src.mem.get(), n), 0u) << "the consumer's destination";
+  }
 }
 
 TEST_F(JobTest, TimelinePointsSignalInOrder) {
