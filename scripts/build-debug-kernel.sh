@@ -4,7 +4,7 @@
 # Debian patches as the production kernel, so edu_accel builds against it unchanged.
 #
 # The tree is allnoconfig with the fragment as its input, so it holds what the fragment names
-# and what that selects: ~10 minutes on 2 cores (616 s measured; defconfig took ~21 minutes,
+# and what that selects: ~10-11 minutes on 2 cores (616-680 s measured; defconfig took ~21 minutes,
 # mostly drivers the VM never loads). The build is cached outside the clone, keyed by the
 # fragment, the recipe number below and the source package's version, so every clone on one
 # machine shares it and a change to the fragment builds a new one.
