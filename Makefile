@@ -5,6 +5,7 @@
 #                 the debug kernel's among them: its first build takes ~10 minutes)
 #   make shell    the VM with the driver loaded, interactive (leave with `exit`)
 #   make bench    benchmarks; METRIC lines land in build/bench/metrics.txt
+#   make coverage-report  line and branch coverage of the last runs (make check prints it)
 #   make stress   adversarial stress (tests/stress/): long run on the debug kernel plus the SMP
 #                 part on smp2; one table and METRIC stress_* lines (STRESS_SEED=N to reseed)
 # CONFIG=<name> picks a VM configuration from qemu/configs/ for run and shell.
@@ -46,12 +47,25 @@ run: all
 # Each phase and CTest entry is timed; the table at the end (scripts/check-times.sh) says
 # where the time went.
 TIMES := $(BUILD)/check-times
+# Coverage comes from this run's counters only: the debug VM runs' (kernel) and the coverage
+# build's on the host and in vm.iommu.coverage (runtime); reports under build/coverage/.
 check:
-	@rm -rf $(TIMES)
+	@rm -rf $(TIMES) && mkdir -p $(TIMES) && touch $(TIMES)/started
 	@scripts/timed.sh $(TIMES) build $(MAKE) all
 	@scripts/timed.sh $(TIMES) kernel-debug $(MAKE) kernel-debug
 	@cd $(CMAKEDIR) && ctest --output-on-failure; rc=$$?; \
-		$(CURDIR)/scripts/check-times.sh $(BUILD); exit $$rc
+		$(CURDIR)/scripts/check-times.sh $(BUILD); \
+		$(MAKE) -s -C $(CURDIR) coverage-report SINCE=$(TIMES)/started || rc=1; exit $$rc
+
+# The coverage figures of the runs made since SINCE (default: all runs there are).
+SINCE ?=
+COVDIR := $(BUILD)/coverage
+coverage-report:
+	@scripts/coverage-report.sh kernel $(COVDIR)/kernel \
+		$$(find $(BUILD)/vm/runs -mindepth 1 -maxdepth 1 -name 'debug-*' \
+			-not -name '*stress_long' $(if $(SINCE),-newer $(SINCE)))
+	@scripts/coverage-report.sh runtime $(COVDIR)/runtime $(BUILD)/cmake-coverage \
+		$$(find $(BUILD)/vm/runs -mindepth 1 -maxdepth 1 -name '*-coverage' $(if $(SINCE),-newer $(SINCE)))
 
 shell: all
 	qemu/run-vm.sh --config $(CONFIG) --shell
@@ -64,8 +78,12 @@ bench: all
 STRESS_KNOWN_BUGS ?=
 STRESS_SEED ?= 12
 stress: all kernel-debug
-	tests/stress/run-stress.sh --mode long --seed $(STRESS_SEED) --known-bug "$(STRESS_KNOWN_BUGS)" \
-		debug:isolation,fuzz,kill,fault,unplug smp2:smp
+	@tests/stress/run-stress.sh --mode long --seed $(STRESS_SEED) --known-bug "$(STRESS_KNOWN_BUGS)" \
+		debug:isolation,fuzz,kill,fault,unplug smp2:smp; rc=$$?; \
+	COVERAGE_METRIC=stress_kernel scripts/coverage-report.sh kernel $(COVDIR)/stress \
+		$(BUILD)/vm/runs/debug-stress_long || rc=1; \
+	scripts/coverage-report.sh fuzz $(COVDIR)/stress-fuzz $(BUILD)/vm/runs/debug-stress_long || rc=1; \
+	exit $$rc
 
 clean:
 	-$(MAKE) -C kernel clean
@@ -75,4 +93,5 @@ clean:
 distclean: clean
 	rm -rf $(BUILD)
 
-.PHONY: all deps kernel kernel-debug sparse userspace run check shell bench stress clean distclean
+.PHONY: all deps kernel kernel-debug sparse userspace run check coverage-report shell bench stress \
+	clean distclean

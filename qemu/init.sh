@@ -69,6 +69,15 @@ sleep 1
 # Where the module's code was: kmemleak's frames after the unload are bare addresses.
 cat /sys/module/edu_accel/sections/.text > /out/module-text 2>/dev/null
 if rmmod edu_accel; then result rmmod 0; else result rmmod 1; fi
+# gcov counters of an instrumented module (the debug build) outlive its unload, so they
+# include the remove and exit paths: copied out for scripts/coverage-kernel.sh.
+if [ -d /sys/kernel/debug/gcov ]; then
+	n=0
+	for f in $(find /sys/kernel/debug/gcov -name 'edu_accel*.gcda'); do
+		mkdir -p /out/gcov && cat "$f" > "/out/gcov/${f##*/}" && n=$((n + 1))
+	done
+	result gcov_files "$n"
+fi
 # vmstat counters sit in per-CPU deltas until folded: fold them, or a leak can hide.
 echo 1 > /proc/sys/vm/stat_refresh
 result pin_acquired "$(pins nr_foll_pin_acquired)"

@@ -2,10 +2,16 @@
 // runs in forked children that drop to unprivileged uids (1000, 1001) with RLIMIT_MEMLOCK.
 //
 // usage: edu_stress [--mode short|long] [--seed N] [--parts a,b,...] [--known-bug NAME[,NAME]]
+//                   [--gcov-out DIR]
 // parts: isolation fuzz kill fault unplug smp (default: all, in that order)
+// --gcov-out: on a kernel with an instrumented edu_accel, the driver's gcov counters are copied
+// to DIR/00-start and after each part to DIR/<NN>-<part>, so the host can tell what one part reached
+// (scripts/coverage-report.sh: the fuzzer's own coverage).
 // Prints each part's figures, then `STRESS <figure> <value>` lines the host-side
 // tests/stress/run-stress.sh turns into the table and METRIC lines; exits 0 only when every
 // check passed (checks named by --known-bug report KNOWN-BUG instead of failing).
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "stress.hpp"
@@ -22,11 +28,35 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// Counters are cumulative since the module loaded; a part's own reach is the difference of two
+// snapshots. No-op without CONFIG_GCOV_KERNEL or an instrumented module.
+void gcov_snapshot(const std::string& dir, const std::string& label) {
+  namespace fs = std::filesystem;
+  const fs::path root = "/sys/kernel/debug/gcov";
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(root, ec)) return;
+  const fs::path to = fs::path(dir) / label;
+  int n = 0;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename();
+    if (name.rfind("edu_accel", 0) != 0 || it->path().extension() != ".gcda") continue;
+    fs::create_directories(to, ec);
+    // debugfs reports size 0: copy by reading, not with copy_file's size-based fast path.
+    std::ifstream in(it->path(), std::ios::binary);
+    std::ofstream out(to / name, std::ios::binary);
+    out << in.rdbuf();
+    n += out.good() ? 1 : 0;
+  }
+  logf("gcov: %d counter file(s) of edu_accel saved to %s", n, to.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Params P;
   std::vector<std::string> parts = {"isolation", "fuzz", "kill", "fault", "unplug", "smp"};
+  std::string gcov_dir;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -44,8 +74,12 @@ int main(int argc, char** argv) {
       parts = split(next());
     else if (a == "--known-bug")
       for (auto& b : split(next())) P.known_bugs.insert(b);
+    else if (a == "--gcov-out")
+      gcov_dir = next();
     else {
-      fprintf(stderr, "usage: edu_stress [--mode short|long] [--seed N] [--parts a,b] [--known-bug NAME]\n");
+      fprintf(stderr,
+              "usage: edu_stress [--mode short|long] [--seed N] [--parts a,b] [--known-bug NAME] "
+              "[--gcov-out DIR]\n");
       return 2;
     }
   }
@@ -70,6 +104,7 @@ int main(int argc, char** argv) {
   KernelLog klog;
   std::vector<Part> results;
   int failures = 0, reports_total = 0;
+  gcov_snapshot(gcov_dir, "00-start");
   for (auto& name : parts) {
     Part part;
     part.name = name;
@@ -92,6 +127,8 @@ int main(int argc, char** argv) {
       logf("unknown part %s", name.c_str());
       return 2;
     }
+    gcov_snapshot(gcov_dir,
+                  (results.size() < 9 ? "0" : "") + std::to_string(results.size() + 1) + "-" + name);
     const int reports = klog.scan(name.c_str());
     reports_total += reports;
     if (reports) part.fail("%d kernel report(s) in the log during this part", reports);

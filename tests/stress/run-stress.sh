@@ -38,9 +38,11 @@ for run in "${runs[@]}"; do
 	[ "$run" != "$config" ] && parts=${run#*:}
 	out=$build/vm/runs/$config-stress_$mode
 	args="--mode $mode --seed $seed${parts:+ --parts $parts}${known:+ --known-bug $known}"
+	# Counter snapshots per part (an instrumented module only): the fuzzer's own coverage.
+	gcov="--gcov-out /out/gcov-parts"
 	echo "run-stress: $config: edu_stress $args"
 	vmline=$("$src/qemu/run-vm.sh" --quiet --config "$config" --out "$out" --timeout "$timeout_s" -- \
-		"hostrun /host$bin $args" | tee /dev/stderr | grep '^VM-RESULT')
+		"hostrun /host$bin $args $gcov" | tee /dev/stderr | grep '^VM-RESULT')
 	vm=$?
 	[ -n "$vmline" ] || vmline="VM-RESULT $config FAIL (no verdict; see $out)"
 	log=$out/cmd.log

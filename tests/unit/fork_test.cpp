@@ -111,6 +111,35 @@ TEST(ForkCApiTest, AChildGetsHrtErrorUsedAfterFork) {
   EXPECT_EQ(hrtPoolDestroy(pool), hrtSuccess);
 }
 
+// hrtDeviceReset in a child whose parent had work pending in the default pool: the child
+// cannot wait for the parent's streams (UsedAfterFork inside the reset), so the reset drops
+// the device without waiting, succeeds, and leaves the pool to the parent, whose pending free
+// still completes there.
+TEST(ForkCApiTest, ResetInAChildDropsTheParentsDeviceWithoutWaiting) {
+  setenv("HOSTRT_BACKEND", "emulated", 1);
+  SKIP_WITHOUT_DEVICE(Backend::Emulated);
+  ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
+  void* p = nullptr;
+  ASSERT_EQ(hrtMallocAsync(&p, 1000, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), p, 1000, hrtMemcpyHostToDevice, nullptr), hrtSuccess);
+  ASSERT_EQ(hrtFreeAsync(p, nullptr), hrtSuccess);
+  const int status = in_child([&] {
+    if (hrtDeviceReset() != hrtSuccess) return 1;
+    if (hrtFreeAsync(p, nullptr) != hrtErrorInvalidValue) return 2;  // not the child's block
+    return 0;
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(hrtDeviceSynchronize(), hrtSuccess) << hrtGetLastErrorMessage();
+  hrtPool_t dp = nullptr;
+  ASSERT_EQ(hrtDeviceGetDefaultMemPool(&dp, 0), hrtSuccess);
+  hrtPoolStats st{};
+  ASSERT_EQ(hrtPoolSynchronize(dp), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtPoolGetStats(dp, &st), hrtSuccess);
+  EXPECT_EQ(st.pendingFreeBytes, 0u);
+  EXPECT_EQ(st.allocatedBytes, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ForkTest, ::testing::Values(Backend::Emulated, Backend::Drm),
                          backend_name);
 

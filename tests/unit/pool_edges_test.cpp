@@ -22,6 +22,7 @@
 #include "detail/c_api_support.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
+#include "fail_nth_allocation.hpp"
 #include "hostrt/hostrt.h"
 #include "hostrt/hostrt_pool.h"
 #include "hostrt/pool.hpp"
@@ -81,22 +82,7 @@ TEST(PoolErrorTest, PoolOutOfMemoryIsABadAllocAndAHostrtErrorAndAStdException) {
   }
 }
 
-// ---- fault injection: fail_nth_allocation.cpp's operator new, armed per thread -----------
-
-}  // namespace
-}  // namespace hostrt::test
-
-// The n-th allocation (counting from 0) on this thread throws std::bad_alloc; -1: none.
-extern constinit thread_local long hostrt_test_fail_in;
-
-namespace hostrt::test {
-namespace {
-
-struct FailNthAllocation {
-  explicit FailNthAllocation(long n) { hostrt_test_fail_in = n; }
-  ~FailNthAllocation() { hostrt_test_fail_in = -1; }
-  bool fired() const { return hostrt_test_fail_in < -1; }
-};
+// ---- fault injection: fail_nth_allocation.hpp, armed per thread -------------------------
 
 // deallocate changes nothing before its last fallible step: whichever allocation inside it
 // fails, the block is still allocated, the statistics are as before, and the free can be

@@ -5,10 +5,18 @@
 # seconds on Debian's kernel, much more on the debug kernel); they run one after the other,
 # in the order given, and every one runs even when an earlier one failed.
 #
-# usage: tests/vm/run-suite.sh CONFIG BINARY [gtest arguments...] [--and BINARY [args...]]...
+# usage: tests/vm/run-suite.sh [--name NAME] CONFIG BINARY [gtest arguments...]
+#                              [--and BINARY [args...]]...
+# --name: the run's directory, build/vm/runs/CONFIG-NAME (default: the suite's name, or
+# "suites" for several). $VM_SUITE_ENV (NAME=VALUE words) is exported to the suites.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd -P)
 src=$(cd "$here/../.." && pwd -P)
+name=
+if [ "${1:-}" = --name ]; then
+	name=$2
+	shift 2
+fi
 config=$1
 shift
 build=$(cd "${BUILD_DIR:-$src/build}" 2>/dev/null && pwd -P || echo "$src/build")
@@ -39,8 +47,11 @@ while [ $# -gt 0 ]; do
 done
 [ ${#suites[@]} -gt 0 ] || { echo "usage: run-suite.sh CONFIG BINARY [args] [--and BINARY [args]]..." >&2; exit 2; }
 
-name=${suites[0]}
-[ ${#suites[@]} -gt 1 ] && name=suites
+if [ -z "$name" ]; then
+	name=${suites[0]}
+	[ ${#suites[@]} -gt 1 ] && name=suites
+fi
+[ -n "${VM_SUITE_ENV:-}" ] && cmd="export ${VM_SUITE_ENV}; $cmd"
 out="$build/vm/runs/$config-$name"
 "$src/qemu/run-vm.sh" --quiet --config "$config" --out "$out" --timeout "${VM_TIMEOUT:-900}" -- \
 	"rc=0; ${cmd}exit \$rc"

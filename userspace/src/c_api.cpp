@@ -23,7 +23,7 @@ thread_local hrtError_t t_last = hrtSuccess;
 thread_local std::string t_message;
 }  // namespace
 
-hrtError_t fail(hrtError_t code, const char* fn, const std::string& what) noexcept {
+hrtError_t fail(hrtError_t code, const char* fn, const char* what) noexcept {
   t_last = code;
   try {
     t_message = std::string(fn) + ": " + what;

@@ -36,8 +36,10 @@ inline void expect(bool cond, hrtError_t code, const std::string& msg) {
   if (!cond) throw CError{code, msg};
 }
 
-// Records code and "fn: what" as this thread's last error; returns code.
-hrtError_t fail(hrtError_t code, const char* fn, const std::string& what) noexcept;
+// Records code and "fn: what" as this thread's last error; returns code. Takes C strings: it
+// is called from catch handlers of noexcept functions, where building a std::string argument
+// could throw std::bad_alloc past them (std::terminate); fail() itself allocates under a try.
+hrtError_t fail(hrtError_t code, const char* fn, const char* what) noexcept;
 
 // Runs body (returning hrtError_t); any exception becomes a status code and the last error.
 template <class F>
@@ -45,7 +47,7 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
   try {
     return body();
   } catch (const CError& e) {
-    return fail(e.code, fn, e.message);
+    return fail(e.code, fn, e.message.c_str());
   } catch (const WrongDevice& e) {
     return fail(hrtErrorWrongDevice, fn, e.what());
   } catch (const PermissionDenied& e) {  // before InvalidArgument, its base
