@@ -155,6 +155,13 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
        [&](int rc) {
          if (!rc) queue_destroy(fd, q2.queue);
        }},
+      // A file's first queue also creates the file's completion page (a BO and its handle).
+      {"QUEUE_CREATE on a new file", [&] { ofd = open(render.c_str(), O_RDWR | O_CLOEXEC); },
+       [&] { return queue_create(ofd, &q2); },
+       [&](int) {
+         close(ofd);
+         ofd = -1;
+       }},
       {"QUEUE_DESTROY", [&] { queue_create(fd, &q2); }, [&] { return queue_destroy(fd, q2.queue); },
        [](int) {}},
       {"SUBMIT H2H with syncs", [] {},

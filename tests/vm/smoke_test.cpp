@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "detail/sysfs.hpp"
@@ -84,6 +85,31 @@ TEST(Smoke, DmaRoundTripThroughEachDevice) {
     // Two transfers, each completed by its own interrupt.
     EXPECT_EQ(std::stoll(*field(*after, "dma_transfers")) - std::stoll(*field(*before, "dma_transfers")), 2)
         << n.pci;
+  }
+}
+
+// debugfs `pins` lists every open file of the device with its process: one line for this
+// process while it holds the render node open, none after it closes it.
+TEST(Smoke, PinsListsEachOpenFile) {
+  for (const auto& n : bound_edu_nodes()) {
+    const auto lines_of_mine = [&] {  // rows "client tgid command pinned_bytes"
+      auto text = read_text(n.debugfs + "/pins");
+      EXPECT_TRUE(text) << n.debugfs;
+      std::istringstream in(text.value_or(""));
+      int count = 0;
+      for (std::string line; std::getline(in, line);) {
+        std::istringstream row(line);
+        long long id = -1, tgid = -1;
+        if (row >> id >> tgid && tgid == getpid()) ++count;
+      }
+      return count;
+    };
+    const int before = lines_of_mine();
+    const int fd = open(n.render.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << n.render;
+    EXPECT_EQ(lines_of_mine(), before + 1) << n.pci;
+    close(fd);
+    EXPECT_EQ(lines_of_mine(), before) << n.pci << ": the closed file is still listed";
   }
 }
 
