@@ -31,6 +31,7 @@ int in_child(F&& f) {
     } catch (...) {
       code = 98;
     }
+    flush_coverage();
     _exit(code);
   }
   int status = 0;
