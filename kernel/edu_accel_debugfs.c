@@ -12,6 +12,8 @@
  *               interrupt only ends the transfer it belongs to)
  *   fault_submit_delay_ms - write N: SUBMIT sleeps N ms after queueing its job (tests that
  *               it reads nothing of the job then: the job may already be freed)
+ *   fault_stuck_dma - write 1: the device reports its transfer running forever and its
+ *               interrupts are ignored (tests the wedge path; rebind the driver after)
  *   selftest  - reading it runs one DMA round trip RAM -> device -> RAM and verifies it
  */
 #include <drm/drm_debugfs.h>
@@ -41,6 +43,8 @@ static int state_show(struct seq_file *m, void *unused)
 	seq_printf(m, "pinned_bytes: %lld\n", atomic64_read(&edev->pinned_bytes));
 	seq_printf(m, "dma_transfers: %lld\n", atomic64_read(&edev->dma_count));
 	seq_printf(m, "irqs: %lld\n", atomic64_read(&edev->irq_count));
+	seq_printf(m, "engine: %s\n", READ_ONCE(edev->engine.wedged) ? "wedged" :
+		   READ_ONCE(edev->engine.lost) ? "lost" : "ok");
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(state);
@@ -259,6 +263,7 @@ void edu_accel_debugfs_init(struct drm_minor *minor)
 			    &fault_raise_irqs_fops);
 	debugfs_create_u32("fault_submit_delay_ms", 0600, minor->debugfs_root,
 			   &edev->submit_delay_ms);
+	debugfs_create_bool("fault_stuck_dma", 0600, minor->debugfs_root, &edev->fault_stuck_dma);
 	debugfs_create_file("pins", 0444, minor->debugfs_root, edev, &clients_fops);
 	debugfs_create_file("bos", 0400, minor->debugfs_root, edev, &bos_fops);
 	debugfs_create_file("selftest", 0400, minor->debugfs_root, edev, &selftest_fops);

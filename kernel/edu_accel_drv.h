@@ -38,6 +38,8 @@
  * @sched: the scheduler feeding it; each queue is an entity on it
  * @submit_delay_ms: fault injection (debugfs): SUBMIT sleeps this long after handing its job
  *	to the scheduler, so that the job can end and be freed before SUBMIT returns
+ * @fault_stuck_dma: fault injection (debugfs): the device reports its DMA transfer running
+ *	forever (start bit set, its interrupt ignored): tests the wedge path
  */
 struct edu_accel_device {
 	struct drm_device drm;
@@ -60,6 +62,7 @@ struct edu_accel_device {
 	struct edu_engine engine;
 	struct drm_gpu_scheduler sched;
 	u32 submit_delay_ms;
+	bool fault_stuck_dma;
 };
 
 /**

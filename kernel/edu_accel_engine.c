@@ -359,6 +359,37 @@ out:
 	spin_unlock(&e->lock);
 }
 
+/*
+ * Timeout periods in which one transfer may still run before the device is declared wedged.
+ * edu ends a transfer within 100 ms; three periods (15 s at the default job_timeout_ms) of
+ * the same transfer mean the device will not end it.
+ */
+#define EDU_WEDGE_PERIODS 3
+
+/*
+ * A transfer that never ends: take bus mastering away first, so that no DMA can reach
+ * memory once the fences signal and the buffers are unpinned, then declare the device lost
+ * (no register is touched again; this job and every later one fail). Only rebinding the
+ * driver (unbind, bind) brings the device back. Called unlocked, in process context.
+ */
+static void edu_engine_wedge(struct edu_accel_device *edev, struct edu_job *job)
+{
+	struct edu_engine *e = &edev->engine;
+	int idx;
+
+	drm_err(&edev->drm,
+		"queue %u job %llu: one transfer still runs after %u timeout periods: device wedged, bus mastering off, jobs fail until the driver is bound again\n",
+		job->queue->id, job->seqno, EDU_WEDGE_PERIODS);
+	if (drm_dev_enter(&edev->drm, &idx)) {
+		pci_clear_master(edev->pdev);
+		drm_dev_exit(idx);
+	}	/* else edu_engine_stop() at unplug has cleared it */
+	spin_lock_irq(&e->lock);
+	e->wedged = true;
+	e->lost = true;
+	spin_unlock_irq(&e->lock);
+}
+
 /**
  * edu_engine_timeout - the scheduler's timer fired for @job
  * @edev: the device
@@ -367,8 +398,10 @@ out:
  * A job that moved since the last look is slow, not stuck (a large copy on a slow machine).
  * One that did not, while the device is idle (its interrupt was lost), is failed with
  * -ETIMEDOUT so that the jobs behind it run. While the device still runs a transfer the job
- * is not failed: its fence must not signal while the device may write its memory. A device
- * that reads all-ones is gone: no DMA can come from it, so its jobs fail with -ENODEV.
+ * is not failed: its fence must not signal while the device may write its memory; after
+ * %EDU_WEDGE_PERIODS such periods the device is wedged (edu_engine_wedge()) and the job fails
+ * with -ETIMEDOUT, the ones behind it with -ENODEV. A device that reads all-ones is gone: no
+ * DMA can come from it, so its jobs fail with -ENODEV.
  *
  * Return: true when the job was failed now.
  */
@@ -376,7 +409,7 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 {
 	struct edu_engine *e = &edev->engine;
 	unsigned long flags;
-	bool failed = false;
+	bool failed = false, wedge = false;
 	int idx, ret = 0, error;
 	u32 cmd = 0;
 
@@ -394,15 +427,24 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	if (list_first_entry_or_null(&e->jobs, struct edu_job, engine_link) != job)
 		goto out;	/* finished meanwhile, or still behind another job */
 	if (ret && !e->lost) {
-		drm_notice(&edev->drm, "queue %u job %llu: transfer still running after 500 ms\n",
-			   job->queue->id, job->seqno);
-		goto out;
+		if (++job->stuck_periods < EDU_WEDGE_PERIODS) {
+			drm_notice(&edev->drm, "queue %u job %llu: transfer still running after 500 ms\n",
+				   job->queue->id, job->seqno);
+			goto out;
+		}
+		spin_unlock_irqrestore(&e->lock, flags);
+		edu_engine_wedge(edev, job);
+		wedge = true;
+		spin_lock_irqsave(&e->lock, flags);
+		if (list_first_entry_or_null(&e->jobs, struct edu_job, engine_link) != job)
+			goto out;	/* its interrupt came after all */
 	}
 	if (!e->lost && e->xfers + e->scrubs != job->progress) {
 		job->progress = e->xfers + e->scrubs;
+		job->stuck_periods = 0;
 		goto out;
 	}
-	error = e->lost ? -ENODEV : -ETIMEDOUT;
+	error = e->lost && !wedge ? -ENODEV : -ETIMEDOUT;
 	drm_notice(&edev->drm, "queue %u job %llu made no progress: failing it (%d)\n",
 		   job->queue->id, job->seqno, error);
 	edu_engine_set_busy(e, false);

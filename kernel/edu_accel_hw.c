@@ -123,6 +123,11 @@ void edu_hw_start_xfer(struct edu_accel_device *edev, const struct edu_xfer *x)
  */
 int edu_hw_wait_idle(struct edu_accel_device *edev, u64 timeout_us, u32 *cmd)
 {
+	if (READ_ONCE(edev->fault_stuck_dma)) {
+		fsleep(timeout_us);
+		*cmd = EDU_DMA_CMD_START;
+		return -ETIMEDOUT;
+	}
 	return readl_poll_timeout(edev->regs + EDU_REG_DMA_CMD, *cmd,
 				  !(*cmd & EDU_DMA_CMD_START), 1000, timeout_us);
 }
@@ -145,6 +150,8 @@ void edu_hw_raise_irq(struct edu_accel_device *edev, u32 status)
  */
 bool edu_hw_dma_idle(struct edu_accel_device *edev)
 {
+	if (READ_ONCE(edev->fault_stuck_dma))
+		return false;
 	return !(edu_rd(edev, EDU_REG_DMA_CMD) & EDU_DMA_CMD_START);
 }
 

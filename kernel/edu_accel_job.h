@@ -125,6 +125,7 @@ struct edu_sg_cursor {
  * @retired: the job wrote its completion (or was killed before it could)
  * @engine_link: entry in the engine's queue
  * @progress: engine transfer count when the timeout handler last looked
+ * @stuck_periods: consecutive timeout periods in which the device still ran one transfer
  * @nops: entries of @ops
  * @cur_op: op in progress
  * @done: bytes of @cur_op issued to the device (H2H: stored back)
@@ -150,6 +151,7 @@ struct edu_job {
 	bool retired;
 	struct list_head engine_link;
 	u64 progress;
+	u32 stuck_periods;
 	u32 nops;
 	u32 cur_op;
 	u64 done;
@@ -190,7 +192,9 @@ struct edu_xfer {
  * @scrub_for: client id the device buffer is being cleared for
  * @owner: client id whose bytes the device buffer holds (0: nobody's, or unknown); a job of
  *	another client first has the buffer cleared, so no file ever reads another's bytes
- * @lost: the device stopped answering (all-ones reads): no register is touched again
+ * @lost: the device stopped answering (all-ones reads) or was wedged: no register is touched
+ *	again, and every job fails with -ENODEV until the driver binds again
+ * @wedged: a transfer never ended: bus mastering was taken away and the device declared lost
  * @zero: a zeroed page the device reads to clear its buffer
  * @zero_dma: its DMA address
  * @reserved: the self test owns the DMA channel
@@ -215,6 +219,7 @@ struct edu_engine {
 	u64 scrub_for;
 	u64 owner;
 	bool lost;
+	bool wedged;
 	void *zero;
 	dma_addr_t zero_dma;
 	bool reserved;

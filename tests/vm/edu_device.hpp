@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <utility>
 
@@ -40,6 +41,17 @@ class Fd {
 template <typename T>
 int call(int fd, unsigned long request, T& arg) {
   return drmIoctl(fd, request, &arg) == 0 ? 0 : errno;
+}
+
+// The driver's sysfs directory: writing a PCI address to its unbind / bind detaches or
+// attaches that device.
+constexpr const char* kDriver = "/sys/bus/pci/drivers/edu_accel";
+
+inline bool write_sysfs(const std::string& path, const std::string& value) {
+  std::ofstream f(path);
+  f << value;
+  f.flush();
+  return static_cast<bool>(f);
 }
 
 inline int get_param(int fd, uint32_t param, uint64_t* value) {

@@ -875,6 +875,70 @@ TEST_F(JobTest, TimedOutJobReportsItsErrorOnItsOutFence) {
   EXPECT_EQ(sync_file_status(fd(), failed), -ETIMEDOUT) << "the out-fence reads as a success";
 }
 
+// A transfer that never ends (fault_stuck_dma: the device keeps its start bit set and its
+// interrupt is ignored) must not leave the job's fence unsignalled forever: after a bounded
+// number of timeout periods the driver takes bus mastering away, declares the device wedged
+// and fails the job (-ETIMEDOUT) and every later one (-ENODEV). Before, the timeout handler
+// found "transfer still running" on every period and the fence never signalled. The device
+// works again once the driver is bound anew.
+TEST_F(JobTest, AStuckTransferWedgesTheDeviceAndFailsItsJobs) {
+  UserBo src = user_bo(kChunk, 31);
+  HostBo dst = host_bo(kChunk);
+  ASSERT_TRUE(engine_idle(600));
+  ASSERT_TRUE(write_sysfs(node_.debugfs + "/fault_stuck_dma", "1"));
+  const uint32_t stuck = syncobj(), behind = syncobj();
+  const uint64_t first =
+      run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(stuck)});
+  const uint64_t second =
+      run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(behind)});
+  // Three 5 s periods of guest time; the deadline only bounds a broken driver's hang.
+  ASSERT_TRUE(wait(stuck, 300)) << "the stuck job's fence never signalled";
+  ASSERT_TRUE(wait(behind, 60));
+  EXPECT_EQ(sync_file_status(fd(), stuck), -ETIMEDOUT);
+  EXPECT_EQ(sync_file_status(fd(), behind), -ENODEV);
+  EXPECT_EQ(slot(queue_)->completed, second);
+  EXPECT_EQ(slot(queue_)->failed, second);
+  EXPECT_GE(second, first);
+  auto state = hostrt::detail::read_text(node_.debugfs + "/state");
+  ASSERT_TRUE(state);
+  EXPECT_EQ(hostrt::detail::field(*state, "engine"), "wedged");
+  // PCI_COMMAND (offset 4), bit 2: bus master enable.
+  std::ifstream config("/sys/bus/pci/devices/" + node_.pci + "/config", std::ios::binary);
+  uint8_t cmd[6] = {};
+  ASSERT_TRUE(config.read(reinterpret_cast<char*>(cmd), sizeof(cmd)));
+  EXPECT_EQ(cmd[4] & 0x4, 0) << "bus mastering is still on";
+  // Later work fails at once instead of waiting for the device.
+  const uint32_t later = syncobj();
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(later)});
+  ASSERT_TRUE(wait(later, 60));
+  EXPECT_EQ(sync_file_status(fd(), later), -ENODEV);
+
+  // Rebinding brings the device back (the fault knob belongs to the old binding).
+  for (auto& [p, n] : maps_) munmap(p, n);
+  maps_.clear();
+  fd_.reset();
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/unbind", node_.pci));
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/bind", node_.pci));
+  bool back = false;
+  for (const auto& n : hostrt::detail::bound_edu_nodes())
+    if (n.pci == node_.pci) {
+      node_ = n;
+      back = true;
+    }
+  ASSERT_TRUE(back) << node_.pci << " did not bind again";
+  fd_ = std::make_unique<Fd>(node_.render);
+  ASSERT_GE(fd(), 0);
+  page_ = nullptr;
+  queue_ = make_queue();
+  UserBo again = user_bo(kChunk, 32);
+  HostBo out = host_bo(kChunk);
+  const uint32_t ok = syncobj();
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, again.handle, 0, out.handle, 0, kChunk)}, {}, {sync_point(ok)});
+  ASSERT_TRUE(wait(ok));
+  EXPECT_EQ(sync_file_status(fd(), ok), 1);
+  EXPECT_EQ(std::memcmp(out.p, again.mem.get(), kChunk), 0);
+}
+
 // A job waiting on a failed job must not copy bytes that were never produced.
 TEST_F(JobTest, JobAfterAFailedInFenceIsCancelled) {
   UserBo src = user_bo(kChunk, 24), src2 = user_bo(kChunk, 25);

@@ -23,15 +23,6 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 constexpr uint32_t kChunk = 4095;
-constexpr const char* kDriver = "/sys/bus/pci/drivers/edu_accel";
-
-bool write_sysfs(const std::string& path, const std::string& value) {
-  std::ofstream f(path);
-  f << value;
-  f.flush();
-  return static_cast<bool>(f);
-}
-
 // One verified H2H copy through a device: a fresh file, queue and BOs.
 testing::AssertionResult verified_copy(const std::string& render, uint32_t seed) {
   Fd f(render);

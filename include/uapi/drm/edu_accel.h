@@ -389,7 +389,8 @@ struct drm_edu_accel_obj_array {
  * device still uses.
  *
  * A job whose in-sync fence failed does not run: it ends with -ECANCELED. A job's error
- * (-ETIMEDOUT when the device stopped answering, -ECANCELED, -ENODEV after removal) is in
+ * (-ETIMEDOUT when the device stopped answering, -ECANCELED, -ENODEV after removal or once
+ * the device is wedged by a transfer that never ended) is in
  * its queue's completion slot and on its out-sync fences (sync_file status, syncobj
  * queries). Jobs one file has submitted and not yet retired are bounded (module parameter
  * max_jobs_per_file, default 256), and one job carries at most max_job_mib MiB of device
