@@ -277,8 +277,17 @@ static const struct vm_operations_struct edu_bo_vm_ops = {
 	.close = drm_gem_vm_close,
 };
 
+static void edu_bo_close(struct drm_gem_object *obj, struct drm_file *file)
+{
+	struct edu_bo *bo = to_edu_bo(obj);
+
+	if (bo->readonly_map)	/* only the completion page has one */
+		edu_file_handle_closed(file, bo);
+}
+
 static const struct drm_gem_object_funcs edu_bo_funcs = {
 	.free = edu_bo_free,
+	.close = edu_bo_close,
 	.mmap = edu_bo_mmap,
 	.vm_ops = &edu_bo_vm_ops,
 };

@@ -409,16 +409,22 @@ void edu_file_close(struct drm_file *file)
 	edu_file_put(ef);
 }
 
-/* The page of completion slots, created (with a handle) by the file's first queue. */
-static int edu_file_completion(struct edu_accel_device *edev, struct drm_file *file)
+/*
+ * The page of completion slots, created (with a handle) by the file's first queue; with
+ * @want_handle, a handle is made again if userspace closed the one it had.
+ */
+static int edu_file_completion(struct edu_accel_device *edev, struct drm_file *file,
+			       bool want_handle)
 {
 	struct edu_file *ef = file->driver_priv;
 	struct edu_bo *bo;
 	int ret;
 
 	lockdep_assert_held(&ef->lock);
-	if (ef->completion)
+	if (ef->completion && (ef->completion_handle || !want_handle))
 		return 0;
+	if (ef->completion)	/* userspace closed its handle: a fresh one for the same page */
+		return drm_gem_handle_create(file, &ef->completion->base, &ef->completion_handle);
 	BUILD_BUG_ON(EDU_MAX_QUEUES * sizeof(struct drm_edu_accel_completion) >
 		     DRM_EDU_ACCEL_FILE_STATUS_OFFSET);
 	BUILD_BUG_ON(DRM_EDU_ACCEL_FILE_STATUS_OFFSET + sizeof(struct drm_edu_accel_file_status) >
@@ -449,7 +455,7 @@ struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle)
 	int ret;
 
 	mutex_lock(&ef->lock);
-	ret = edu_file_completion(to_edu(file->minor->dev), file);
+	ret = edu_file_completion(to_edu(file->minor->dev), file, handle != NULL);
 	bo = ret ? ERR_PTR(ret) : ef->completion;
 	if (!ret) {
 		drm_gem_object_get(&bo->base);
@@ -458,6 +464,24 @@ struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle)
 	}
 	mutex_unlock(&ef->lock);
 	return bo;
+}
+
+/**
+ * edu_file_handle_closed - a GEM handle of @file to @bo was closed (GEM_CLOSE, file close)
+ * @file: the file
+ * @bo: the BO the handle named
+ *
+ * The completion page has one handle per file; once it is closed its number is free for the
+ * next BO, so it must not be reported again (GET_PARAM, QUEUE_CREATE).
+ */
+void edu_file_handle_closed(struct drm_file *file, struct edu_bo *bo)
+{
+	struct edu_file *ef = file->driver_priv;
+
+	mutex_lock(&ef->lock);
+	if (ef->completion == bo)
+		ef->completion_handle = 0;
+	mutex_unlock(&ef->lock);
 }
 
 /* The scheduler run queue of a uapi priority, or -EINVAL / -EACCES. */
@@ -510,7 +534,7 @@ int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *
 		goto free;
 
 	mutex_lock(&ef->lock);
-	ret = edu_file_completion(edev, file);
+	ret = edu_file_completion(edev, file, true);
 	if (ret)
 		goto unlock;
 	spin_lock_irq(&ef->slot_lock);

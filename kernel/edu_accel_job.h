@@ -31,7 +31,8 @@ struct edu_client;
  * @slots_busy: bit id - 1: the id and its completion slot are taken, by a live queue or by a
  *	destroyed one whose jobs have not all ended (they still write the slot)
  * @completion: the page of completion slots, created with the first queue
- * @completion_handle: its GEM handle in this file
+ * @completion_handle: its GEM handle in this file; 0 once userspace closed that handle (a
+ *	new one is made when it is asked for again: the old number may name another BO by then)
  * @jobs: jobs submitted and not yet freed, bounded by the max_jobs_per_file parameter
  */
 struct edu_file {
@@ -256,6 +257,7 @@ u64 edu_max_job_bytes(void);
 
 void edu_queue_job_retired(struct edu_queue *q);
 struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle);
+void edu_file_handle_closed(struct drm_file *file, struct edu_bo *bo);
 void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job);
 void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job);
 

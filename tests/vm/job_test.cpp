@@ -939,6 +939,38 @@ TEST_F(JobTest, AStuckTransferWedgesTheDeviceAndFailsItsJobs) {
   EXPECT_EQ(std::memcmp(out.p, again.mem.get(), kChunk), 0);
 }
 
+// The completion page's handle, once closed by userspace, is not reported again: its number
+// goes to the next BO of the file, and a runtime that mapped "the completion page" by it
+// would read an unrelated BO. Before, GET_PARAM and QUEUE_CREATE kept reporting the closed
+// number, which the next BO_CREATE then reused.
+TEST_F(JobTest, ClosedCompletionHandleIsNotReportedAgain) {
+  const uint64_t old = param(fd(), DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE);
+  ASSERT_EQ(old, completion_handle_);
+  ASSERT_EQ(gem_close(fd(), static_cast<uint32_t>(old)), 0);
+  HostBo other = host_bo(kPage);  // takes the lowest free handle: the closed one
+  std::memset(other.p, 0xab, kPage);
+  const uint64_t now = param(fd(), DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE);
+  EXPECT_NE(now, other.handle) << "GET_PARAM names a BO that is not the completion page";
+  drm_edu_accel_queue_create q;
+  ASSERT_EQ(queue_create(fd(), &q), 0);
+  EXPECT_EQ(q.completion_handle, now);
+  // The new handle maps the same page: a job's completion shows through it.
+  drm_edu_accel_bo_info info;
+  ASSERT_EQ(bo_info(fd(), static_cast<uint32_t>(now), &info), 0);
+  void* m = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
+  ASSERT_NE(m, MAP_FAILED);
+  maps_.push_back({m, kPage});
+  UserBo src = user_bo(kChunk, 33);
+  const uint32_t done = syncobj();
+  const uint64_t seqno = run(q.queue, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, other.handle, 0, kChunk)}, {},
+                             {sync_point(done)});
+  ASSERT_TRUE(wait(done));
+  const auto* slot = reinterpret_cast<const volatile drm_edu_accel_completion*>(static_cast<uint8_t*>(m) +
+                                                                                q.completion_offset);
+  EXPECT_EQ(slot->completed, seqno);
+  EXPECT_EQ(std::memcmp(other.p, src.mem.get(), kChunk), 0);
+}
+
 // A job waiting on a failed job must not copy bytes that were never produced.
 TEST_F(JobTest, JobAfterAFailedInFenceIsCancelled) {
   UserBo src = user_bo(kChunk, 24), src2 = user_bo(kChunk, 25);

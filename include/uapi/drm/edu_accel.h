@@ -78,7 +78,9 @@ extern "C" {
  *	(BO_CREATE), as charged to it.
  * @DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE: GEM handle of this file's completion page (created on
  *	first use; the same page QUEUE_CREATE reports), where &struct drm_edu_accel_file_status
- *	sits at %DRM_EDU_ACCEL_FILE_STATUS_OFFSET.
+ *	sits at %DRM_EDU_ACCEL_FILE_STATUS_OFFSET. Closing that handle (GEM_CLOSE) is allowed:
+ *	its number may then go to another BO, and the next GET_PARAM or QUEUE_CREATE reports a
+ *	new handle to the same page.
  */
 enum drm_edu_accel_param {
 	DRM_EDU_ACCEL_PARAM_DRIVER_VERSION = 0,
