@@ -307,6 +307,15 @@ static void edu_accel_remove(struct pci_dev *pdev)
 	edu_sched_drain(edev);
 }
 
+/* Reboot, poweroff, kexec: the next kernel must not meet a live transfer. */
+static void edu_accel_shutdown(struct pci_dev *pdev)
+{
+	struct edu_accel_device *edev = pci_get_drvdata(pdev);
+
+	if (edev)
+		edu_engine_halt(edev);
+}
+
 static const struct pci_device_id edu_accel_ids[] = {
 	{ PCI_DEVICE(EDU_PCI_VENDOR, EDU_PCI_DEVICE) },
 	{ }
@@ -318,6 +327,7 @@ static struct pci_driver edu_accel_pci_driver = {
 	.id_table = edu_accel_ids,
 	.probe = edu_accel_probe,
 	.remove = edu_accel_remove,
+	.shutdown = edu_accel_shutdown,
 };
 module_pci_driver(edu_accel_pci_driver);
 

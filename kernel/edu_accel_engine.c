@@ -414,7 +414,13 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	u32 cmd = 0;
 
 	/* A transfer really in flight ends within edu's 100 ms; let it before giving up. */
-	if (!READ_ONCE(e->lost) && drm_dev_enter(&edev->drm, &idx)) {
+	if (!READ_ONCE(e->lost)) {
+		/*
+		 * Unplugged: the engine cannot be asked whether the job's transfer still runs.
+		 * Removal waits for it, takes bus mastering away, then fails what remains.
+		 */
+		if (!drm_dev_enter(&edev->drm, &idx))
+			return false;
 		ret = edu_hw_wait_idle(edev, 500 * USEC_PER_MSEC, &cmd);
 		drm_dev_exit(idx);
 	}
@@ -534,6 +540,29 @@ void edu_engine_stop(struct edu_accel_device *edev)
 	wait_event_timeout(e->idle, list_empty(&e->jobs), 10 * HZ);
 	if (!READ_ONCE(e->lost) && edu_hw_wait_idle(edev, 2 * USEC_PER_SEC, &cmd) && cmd != ~0u)
 		drm_err(&edev->drm, "DMA still running at removal (cmd 0x%x)\n", cmd);
+	pci_clear_master(edev->pdev);
+}
+
+/**
+ * edu_engine_halt - the system shuts down (or kexecs): no DMA may reach memory after this
+ * @edev: the device
+ *
+ * No transfer is programmed any more (the device counts as lost), the one in flight gets
+ * its 100 ms to end, then bus mastering goes. Jobs left are not completed: nothing waits
+ * for them now.
+ */
+void edu_engine_halt(struct edu_accel_device *edev)
+{
+	struct edu_engine *e = &edev->engine;
+	bool was_lost;
+	u32 cmd;
+
+	spin_lock_irq(&e->lock);
+	was_lost = e->lost;
+	e->lost = true;
+	spin_unlock_irq(&e->lock);
+	if (!was_lost && edu_hw_wait_idle(edev, 2 * USEC_PER_SEC, &cmd) && cmd != ~0u)
+		drm_err(&edev->drm, "DMA still running at shutdown (cmd 0x%x)\n", cmd);
 	pci_clear_master(edev->pdev);
 }
 

@@ -240,6 +240,7 @@ struct edu_engine {
 int edu_engine_init(struct edu_accel_device *edev);
 void edu_engine_fini(struct edu_accel_device *edev);
 void edu_engine_stop(struct edu_accel_device *edev);
+void edu_engine_halt(struct edu_accel_device *edev);
 struct dma_fence *edu_engine_push(struct edu_accel_device *edev, struct edu_job *job);
 void edu_engine_irq(struct edu_accel_device *edev);
 bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job);
