@@ -30,8 +30,13 @@
 #include "edu_accel_job.h"
 #include "edu_accel_trace.h"
 
-/* Jobs the engine may hold at once: enough that the next one is always ready. */
-#define EDU_SCHED_CREDITS	8
+/*
+ * Jobs the engine may hold at once: the running one and the next, which the interrupt
+ * handler starts as the first ends, so the engine never idles between jobs. Priorities
+ * order only the jobs not yet handed over and nothing preempts the engine, so every job
+ * held here is one a HIGH queue's job waits for: keep it at that.
+ */
+#define EDU_SCHED_CREDITS	2
 
 static unsigned int job_timeout_ms = 5000;
 module_param(job_timeout_ms, uint, 0444);
