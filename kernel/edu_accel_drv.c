@@ -154,7 +154,7 @@ static int edu_accel_open(struct drm_device *drm, struct drm_file *file)
 	struct edu_client *client;
 	int ret;
 
-	client = kzalloc(sizeof(*client), GFP_KERNEL);
+	client = kzalloc(sizeof(*client), GFP_KERNEL_ACCOUNT);
 	if (!client)
 		return -ENOMEM;
 	kref_init(&client->ref);

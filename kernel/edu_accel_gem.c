@@ -104,7 +104,7 @@ static noinline int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo 
 
 	ret = sg_alloc_table_from_pages_segment(&bo->sgt, bo->pages, bo->npages, 0,
 						(u64)bo->npages << PAGE_SHIFT, max_seg,
-						GFP_KERNEL);
+						GFP_KERNEL_ACCOUNT);
 	if (ret)
 		return ret;
 	if (!edev->iommu) {

@@ -794,7 +794,7 @@ static struct edu_out_sync *edu_out_syncs_get(struct drm_file *file,
 	int ret = 0;
 	u32 i;
 
-	outs = kvcalloc(args->out_syncs.count, sizeof(*outs), GFP_KERNEL);
+	outs = kvcalloc(args->out_syncs.count, sizeof(*outs), GFP_KERNEL_ACCOUNT);
 	if (!outs)
 		return ERR_PTR(-ENOMEM);
 	for (i = 0; i < args->out_syncs.count; i++) {

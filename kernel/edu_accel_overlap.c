@@ -44,7 +44,7 @@ static void edu_overlap_drop(struct edu_accel_device *edev, struct scatterlist *
 		unsigned long n = xa_to_value(xa_load(&edev->write_maps, pfn));
 
 		if (n > 1)
-			xa_store(&edev->write_maps, pfn, xa_mk_value(n - 1), GFP_KERNEL);
+			xa_store(&edev->write_maps, pfn, xa_mk_value(n - 1), GFP_KERNEL_ACCOUNT);
 		else
 			xa_erase(&edev->write_maps, pfn);
 	}
