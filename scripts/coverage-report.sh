@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Line and branch coverage of the driver and the runtime, from the gcov counters the test
 # runs left behind: lcov tracefiles, a per-file table, METRIC lines, an HTML report and the
-# list of functions, goto labels and catch blocks no run reached.
+# list of functions, gotos, goto labels and catch blocks no run reached.
 #
 # usage: scripts/coverage-report.sh kernel OUT RUN_DIR...
 #            RUN_DIR/gcov of debug-kernel VM runs (qemu/init.sh copies them after rmmod);

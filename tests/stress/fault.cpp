@@ -97,6 +97,7 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
   uint8_t* fresh = nullptr;
   uint64_t off = 0, seq = 0;
   drm_edu_accel_queue_create q2;
+  uint32_t sync_a = 0, sync_b = 0;
   auto close_h = [&](int rc) {
     if (!rc && h) gem_close(fd, h);
     h = 0;
@@ -173,6 +174,30 @@ void sweep(const std::string& render, int round, unsigned cap, bool fresh_userpt
        },
        [&](int rc) {
          if (!rc) wait_syncobj(fd, sync_out, 600);
+       }},
+      // Fences of two queues (two contexts): the scheduler stores the second dependency in a
+      // node of its own (the first sits in the xarray's head), an allocation that can fail.
+      {"SUBMIT after two queues' jobs",
+       [&] {
+         queue_create(fd, &q2);
+         drmSyncobjCreate(fd, 0, &sync_a);
+         drmSyncobjCreate(fd, 0, &sync_b);
+         auto o = op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 100);
+         drm_edu_accel_sync a = sync_point(sync_a), b = sync_point(sync_b);
+         submit(fd, q.queue, &o, 1, nullptr, 0, &a, 1);
+         submit(fd, q2.queue, &o, 1, nullptr, 0, &b, 1);
+       },
+       [&] {
+         auto o = op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, 100);
+         drm_edu_accel_sync in[2] = {sync_point(sync_a), sync_point(sync_b)}, out2 = sync_point(sync_out);
+         return submit(fd, q.queue, &o, 1, in, 2, &out2, 1, &seq);
+       },
+       [&](int rc) {
+         if (!rc) wait_syncobj(fd, sync_out, 600);
+         wait_syncobj(fd, sync_b, 600);
+         queue_destroy(fd, q2.queue);
+         drmSyncobjDestroy(fd, sync_a);
+         drmSyncobjDestroy(fd, sync_b);
        }},
       {"SUBMIT H2D+D2H", [] {},
        [&] {
