@@ -432,6 +432,15 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	}
 	if (list_first_entry_or_null(&e->jobs, struct edu_job, engine_link) != job)
 		goto out;	/* finished meanwhile, or still behind another job */
+	/*
+	 * Moving first: a long job's next transfer starts as the last one ends, so the device
+	 * looks busy at most looks; only a period without one ended transfer counts as stuck.
+	 */
+	if (!e->lost && e->xfers + e->scrubs != job->progress) {
+		job->progress = e->xfers + e->scrubs;
+		job->stuck_periods = 0;
+		goto out;
+	}
 	if (ret && !e->lost) {
 		if (++job->stuck_periods < EDU_WEDGE_PERIODS) {
 			drm_notice(&edev->drm, "queue %u job %llu: transfer still running after 500 ms\n",
@@ -444,11 +453,6 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 		spin_lock_irqsave(&e->lock, flags);
 		if (list_first_entry_or_null(&e->jobs, struct edu_job, engine_link) != job)
 			goto out;	/* its interrupt came after all */
-	}
-	if (!e->lost && e->xfers + e->scrubs != job->progress) {
-		job->progress = e->xfers + e->scrubs;
-		job->stuck_periods = 0;
-		goto out;
 	}
 	error = e->lost && !wedge ? -ENODEV : -ETIMEDOUT;
 	drm_notice(&edev->drm, "queue %u job %llu made no progress: failing it (%d)\n",

@@ -210,7 +210,7 @@ def cmd_report(a):
                     f.write("  %5d  function %s\n" % (ln, names.get(n, n)))
                 for ln, kind in paths:
                     f.write("  %5d  %s\n" % (ln, kind))
-        print("unreached functions, labels and catch blocks: %s" % a.uncovered)
+        print("unreached functions, gotos, labels and catch blocks: %s" % a.uncovered)
     return 0 if files else 1
 
 
