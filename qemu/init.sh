@@ -70,7 +70,7 @@ sleep 1
 cat /sys/module/edu_accel/sections/.text > /out/module-text 2>/dev/null
 if rmmod edu_accel; then result rmmod 0; else result rmmod 1; fi
 # gcov counters of an instrumented module (the debug build) outlive its unload, so they
-# include the remove and exit paths: copied out for scripts/coverage-kernel.sh.
+# include the remove and exit paths: copied out for scripts/coverage-report.sh.
 if [ -d /sys/kernel/debug/gcov ]; then
 	n=0
 	for f in $(find /sys/kernel/debug/gcov -name 'edu_accel*.gcda'); do

@@ -720,12 +720,11 @@ TEST_F(JobTest, ArraysOfALargerElementLayoutAreReadAtTheirStride) {
 
 // Queue priority orders the jobs waiting for the engine: a HIGH queue's job goes ahead of
 // every NORMAL queue's waiting job. Jobs already handed to the engine (the scheduler's credit
-// limit, 2, counting the gate job) run first, in order: a job waiting on another job of the
+// limit, 8, counting the gate job) run first, in order: a job waiting on another job of the
 // same scheduler is handed over as soon as that one is (drm_sched relies on the engine's
 // order). Equal queues would take turns, and the HIGH queue, made last, would come last.
-// With 8 credits, 7 normal jobs of 3 s each ran before the HIGH one.
 TEST_F(JobTest, HighPriorityQueueRunsAheadOfWaitingNormalQueues) {
-  constexpr int kNormal = 16, kOnTheEngine = 2 - 1;
+  constexpr int kNormal = 16, kOnTheEngine = 8 - 1;
   constexpr uint64_t kBig = 64 * 1024;  // 32 transfers: edu takes 100 ms (guest time) for each
   UserBo src = user_bo(kBig, 41);
   HostBo dst = host_bo(kBig);
