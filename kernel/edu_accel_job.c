@@ -35,7 +35,7 @@
  * for that and would bound how long a HIGH queue waits, but then more jobs wait in their
  * entities when a process is killed, and 6.1's drm_sched_entity_kill_jobs() leaks a
  * reference to the entity's last scheduled fence (and its hardware fence) whenever that
- * fence has already signalled: make stress's kill part leaked 13 such pairs (kmemleak).
+ * fence has already signalled: make stress's kill part leaked 26 such fences (kmemleak).
  */
 #define EDU_SCHED_CREDITS	8
 
