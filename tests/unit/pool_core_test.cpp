@@ -2,6 +2,7 @@
 // completion happens exactly when the test says.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -413,6 +414,42 @@ TEST_F(PoolCoreTest, SynchronizeWaitsForEveryStreamAndDrainsPending) {
   EXPECT_EQ(s2.completed(), s2.submitted());
   EXPECT_EQ(pool->trim(0), pool->stats().peak_reserved_bytes);
   EXPECT_EQ(src->live_bytes, 0u);
+}
+
+// PyTorch's record_stream from two threads on one tensor: both uses must count. Before, the
+// block's vectors were pushed to without a lock (a lost record is an early reuse; TSan sees
+// the race, and a reallocation racing a push loses entries or crashes).
+TEST_F(PoolCoreTest, RecordStreamFromTwoThreadsOnOneBlockKeepsEveryUse) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;
+  auto pool = make_fake_pool(src, o);
+  constexpr int kPerThread = 24;
+  std::vector<std::unique_ptr<FakeStream>> streams;
+  for (int i = 0; i < 2 * kPerThread; ++i) streams.push_back(std::make_unique<FakeStream>(500 + i));
+  for (int round = 0; round < 100; ++round) {
+    void* p = pool->allocate(256, {});
+    for (auto& s : streams) s->submit();
+    std::atomic<int> ready{0};
+    auto record = [&](int parity) {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {  // start together: the race needs overlap
+      }
+      for (int i = 0; i < kPerThread; ++i) pool->record_stream(p, streams[2 * i + parity]->ref());
+    };
+    std::thread other(record, 1);
+    record(0);
+    other.join();
+    pool->deallocate(p, {});
+    // Complete the streams one by one: the block stays pending until the last.
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      ASSERT_EQ(pool->stats().pending_free_bytes, 256u)
+          << "round " << round << ": reusable with " << streams.size() - i
+          << " recorded streams still running";
+      streams[i]->complete_all();
+      pool->trim(~std::size_t{0});  // reclaims what is reachable
+    }
+    EXPECT_EQ(pool->stats().pending_free_bytes, 0u);
+  }
 }
 
 TEST_F(PoolCoreTest, ThePoolsOwnWaitsLeaveDeviceFaultsToTheUser) {

@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -25,10 +26,23 @@
 
 namespace hostrt::test {
 
-class FakeStream {
+// Ids must be unique among the fakes alive at once (the pool tells streams apart by id).
+class FakeStream : public detail::pool::StreamIdentity {
  public:
-  explicit FakeStream(std::uint64_t id) : id_(id) {}
-  std::uint64_t id() const { return id_; }
+  explicit FakeStream(std::uint64_t id) : StreamIdentity(id) {
+    std::lock_guard lk(directory_mu());
+    directory()[id] = this;
+  }
+  // A test destroys a fake only once its work is complete (as the runtime keeps a destroyed
+  // stream's unfinished work watchable): the pool then finds nothing to wait for.
+  ~FakeStream() {
+    std::lock_guard lk(directory_mu());
+    const auto it = directory().find(stream_id);
+    if (it != directory().end() && it->second == this) directory().erase(it);
+  }
+  FakeStream(const FakeStream&) = delete;
+  FakeStream& operator=(const FakeStream&) = delete;
+  std::uint64_t id() const { return stream_id; }
 
   // A job that will end when complete_to() (or a wait) reaches its point. It carries the
   // waits queued by wait_for(), as a runtime stream's next job carries Stream::wait's.
@@ -62,8 +76,15 @@ class FakeStream {
 
  private:
   static const detail::pool::StreamOps kOps;
+  static std::mutex& directory_mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::unordered_map<std::uint64_t, FakeStream*>& directory() {
+    static std::unordered_map<std::uint64_t, FakeStream*> d;
+    return d;
+  }
 
-  std::uint64_t id_;
   std::atomic<std::uint64_t> submitted_{0};
   std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> waits_{0};
@@ -75,13 +96,14 @@ class FakeStream {
 };
 
 inline const detail::pool::StreamOps FakeStream::kOps = {
-    [](const void* s) noexcept {
+    [](const detail::pool::StreamIdentity* s) noexcept {
       const auto* f = static_cast<const FakeStream*>(s);
       if (f->has_queued_.load(std::memory_order_acquire)) return ~std::uint64_t{0};
       const std::uint64_t last = f->submitted();
       return f->completed() >= last ? std::uint64_t{0} : last;
     },
-    [](void* s, std::vector<detail::pool::StreamPoint>& waits, std::vector<std::shared_ptr<const void>>&) {
+    [](detail::pool::StreamIdentity* s, std::vector<detail::pool::StreamPoint>& waits,
+       std::vector<std::shared_ptr<const void>>&) {
       auto* f = static_cast<FakeStream*>(s);
       {
         std::lock_guard lk(f->m_);
@@ -91,24 +113,29 @@ inline const detail::pool::StreamOps FakeStream::kOps = {
       const std::uint64_t last = f->submitted();
       if (f->completed() < last) waits.push_back({f->ref(), last});
     },
-    [](const void* s, std::uint64_t p) noexcept {
+    [](const detail::pool::StreamIdentity* s, std::uint64_t p) noexcept {
       return static_cast<const FakeStream*>(s)->completed() >= p;
     },
-    [](void* s, std::uint64_t p) {
+    [](detail::pool::StreamIdentity* s, std::uint64_t p) {
       auto* f = static_cast<FakeStream*>(s);
       ++f->waits_;
       if (f->lose_next_.exchange(false)) throw DeviceLost(ENODEV, "fake stream: wait failed");
       f->complete_to(p);  // the device gets there while the host sleeps
       if (f->fail_next_.exchange(false)) throw DeviceFault(EIO, "fake stream: job failed", p);
     },
-    [](void* s, std::uint64_t p) {
+    [](detail::pool::StreamIdentity* s, std::uint64_t p) {
       auto* f = static_cast<FakeStream*>(s);
       ++f->waits_;
       if (f->lose_next_.exchange(false)) throw DeviceLost(ENODEV, "fake stream: wait failed");
       f->complete_to(p);  // a pending failure stays for the user to see
     },
     // Tests keep their fake streams alive themselves.
-    [](const void*) { return std::shared_ptr<const void>(); },
+    [](const detail::pool::StreamIdentity*) { return std::shared_ptr<const void>(); },
+    [](std::uint64_t id, std::shared_ptr<const void>&) -> detail::pool::StreamRef {
+      std::lock_guard lk(directory_mu());
+      const auto it = directory().find(id);
+      return it == directory().end() ? detail::pool::StreamRef{} : it->second->ref();
+    },
 };
 
 struct SourceCounters {

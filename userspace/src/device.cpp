@@ -72,9 +72,7 @@ void free_host_sync(PinnedBuffer&& buffer) {
 
 Stream Device::create_stream(StreamPriority priority) {
   live(core_, "create_stream");
-  auto s = std::make_shared<detail::StreamCore>(core_, priority);
-  core_->add_stream(s);
-  return Stream(std::move(s));
+  return Stream(detail::StreamCore::create(core_, priority));
 }
 
 void Device::synchronize() {
@@ -82,7 +80,11 @@ void Device::synchronize() {
   // Points are sampled first, so work submitted meanwhile by other threads is not waited for.
   std::vector<std::pair<std::shared_ptr<detail::StreamCore>, std::uint64_t>> points;
   for (auto& s : core_->streams()) points.emplace_back(s, s->last_submitted());
+  // Destroyed streams' work runs on and may still write into memory the caller is about to
+  // reuse (cudaDeviceSynchronize waits for it too).
+  const auto retired = core_->retired();
   for (auto& [s, p] : points) s->wait(p);
+  for (const auto& r : retired) r->wait();
 }
 
 Pool& Device::default_pool() { return live(core_, "default_pool").default_pool(); }

@@ -43,9 +43,14 @@
 //  - Streams: the pool refers to a stream's internals, not to the Stream handle, so a handle
 //    may be moved at any time. A free waiting on a stream keeps that stream alive itself, so
 //    a Stream may be destroyed right after the free, and record_stream keeps the recorded
-//    stream alive until the block's free. While a block is held, the stream it was allocated
-//    on must stay alive (the warm path takes no reference); PoolBuffer and
-//    PoolMemoryResource hold one themselves.
+//    stream alive until the block's free. The stream a block was allocated on may be
+//    destroyed while the block is held (as in CUDA): its queued work still runs and a later
+//    free still waits for it (a destroyed stream's work stays watchable until reached), and
+//    a new stream, even one at the same address, is never taken for it.
+//  - Threads: allocate, deallocate and the whole-pool calls may race freely. On one block,
+//    record_stream may be called from several threads at once; deallocate must not race
+//    another call on the same block (the caller orders the free after its records, as
+//    with any free).
 //  - Destroying the pool waits for all pending work, then returns every segment; blocks
 //    still held by the user become invalid.
 //

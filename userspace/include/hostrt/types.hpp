@@ -67,6 +67,7 @@ struct Capabilities {
   std::size_t max_segment_size = 0;
   unsigned max_queues = 0;
   unsigned max_ops = 0;
+  unsigned max_syncs = 0;         // in-syncs one job may carry (a stream's waits beyond: host-waited)
   std::size_t max_job_bytes = 0;  // device traffic per job (H2H twice); 0: no limit reported
 };
 

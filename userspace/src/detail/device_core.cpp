@@ -3,12 +3,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
 #include "detail/pool/pool_core.hpp"
+#include "detail/pool/stream_core_ref.hpp"
+#include "detail/pool/stream_directory.hpp"
 #include "detail/registry.hpp"
 #include "hostrt/error.hpp"
 #include "hostrt/pool.hpp"
@@ -45,6 +48,8 @@ DeviceCore::DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index
   caps_.max_queues = static_cast<unsigned>(param_or_zero(b, DRM_EDU_ACCEL_PARAM_MAX_QUEUES));
   caps_.max_ops = static_cast<unsigned>(param_or_zero(b, DRM_EDU_ACCEL_PARAM_MAX_OPS));
   caps_.max_job_bytes = param_or_zero(b, DRM_EDU_ACCEL_PARAM_MAX_JOB_BYTES);
+  caps_.max_syncs = static_cast<unsigned>(param_or_zero(b, DRM_EDU_ACCEL_PARAM_MAX_SYNCS));
+  if (caps_.max_syncs == 0) caps_.max_syncs = 1;  // an old driver: one is always allowed
   // Never trust a missing limit to mean "unlimited": edu's buffer is 4096 bytes and a
   // transfer reaching its end kills QEMU 7.2.
   if (caps_.device_buffer_size == 0) caps_.device_buffer_size = 4096;
@@ -120,6 +125,38 @@ void DeviceCore::add_stream(const std::shared_ptr<StreamCore>& s) {
   std::lock_guard lk(streams_m_);
   std::erase_if(streams_, [](const std::weak_ptr<StreamCore>& w) { return w.expired(); });
   streams_.push_back(s);
+}
+
+void DeviceCore::retire(std::shared_ptr<RetiredStream> r) {
+  std::vector<std::shared_ptr<RetiredStream>> done;  // destroyed after the lock (driver calls)
+  std::lock_guard lk(streams_m_);
+  done.reserve(retired_.size());
+  retired_.reserve(retired_.size() + 1);  // the one step that may fail, before any other
+  std::erase_if(retired_, [&](auto& x) {
+    if (!x->done()) return false;
+    done.push_back(std::move(x));  // fits: done was given room for all
+    return true;
+  });
+  r->adopt();
+  retired_.push_back(std::move(r));
+}
+
+std::vector<std::shared_ptr<RetiredStream>> DeviceCore::retired() {
+  std::vector<std::shared_ptr<RetiredStream>> done, left;
+  std::lock_guard lk(streams_m_);
+  for (auto& x : retired_) (x->done() ? done : left).push_back(x);
+  std::erase_if(retired_, [](const auto& x) { return x->done(); });
+  return left;
+}
+
+void DeviceCore::drain_retired() {
+  for (auto& r : retired()) {
+    try {
+      r->wait_quiet();
+    } catch (const Error&) {  // a lost device: nothing left to wait for
+    }
+  }
+  retired();
 }
 
 std::vector<std::shared_ptr<StreamCore>> DeviceCore::streams() {
@@ -222,11 +259,18 @@ std::uint32_t uapi_priority(StreamPriority p) {
 }  // namespace
 
 StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev, StreamPriority priority)
-    : dev_(std::move(dev)), id_(g_next_stream_id++), priority_(priority) {
+    : StreamIdentity(g_next_stream_id++), dev_(std::move(dev)), priority_(priority) {
   const std::uint32_t uapi = uapi_priority(priority);
   DeviceBackend& be = dev_->backend("create_stream");
   try {
-    queue_ = be.create_queue(uapi);
+    try {
+      queue_ = be.create_queue(uapi);
+    } catch (const OutOfMemory&) {
+      // Out of queues: destroyed streams' work may hold some; they come back once it ends.
+      if (dev_->retired().empty()) throw;
+      dev_->drain_retired();
+      queue_ = be.create_queue(uapi);
+    }
   } catch (const PermissionDenied& e) {
     // EACCES has one cause at QUEUE_CREATE: say which, and what to do about it.
     throw PermissionDenied(
@@ -244,9 +288,34 @@ StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev, StreamPriority priority)
   slot_ = queue_.slot;
 }
 
+std::shared_ptr<StreamCore> StreamCore::create(const std::shared_ptr<DeviceCore>& dev,
+                                               StreamPriority priority) {
+  auto s = std::make_shared<StreamCore>(dev, priority);
+  pool::stream_directory().publish(pool::stream_ref(*s), s);
+  dev->add_stream(s);
+  return s;
+}
+
 StreamCore::~StreamCore() {
   staging_.reset();  // without waiting: queued jobs hold their own references on its BOs
   DeviceBackend* be = dev_->backend_for_release();
+  const std::uint64_t last = last_submitted();
+  if (be != nullptr && !reached(last)) {
+    // CUDA lets the work of a destroyed stream run on: it stays watchable under our id.
+    try {
+      auto r = std::make_shared<RetiredStream>(dev_, stream_id, queue_, timeline_, last, reported_failed_);
+      dev_->retire(r);  // from here on r owns the queue and the timeline
+      pool::stream_directory().replace(r->ref(), r);
+      return;
+    } catch (const std::bad_alloc&) {
+      // No memory to leave it behind: wait for the work here instead.
+      try {
+        be->wait_timeline(timeline_, last);
+      } catch (const Error&) {  // a lost device: its queues are gone anyway
+      }
+    }
+  }
+  pool::stream_directory().withdraw(stream_id, this);
   if (be == nullptr) return;
   be->destroy_queue(queue_.id);
   be->destroy_timeline(timeline_);
@@ -254,7 +323,15 @@ StreamCore::~StreamCore() {
 
 void StreamCore::add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point) {
   std::lock_guard lk(m_);
-  pending_waits_.emplace_back(std::move(other), point);
+  // One wait per stream, its highest point: the list is bounded by the streams, not by the
+  // events waited on (a stream's points are reached in order).
+  const auto same = std::find_if(pending_waits_.begin(), pending_waits_.end(),
+                                 [&](const auto& w) { return w.first == other; });
+  if (same != pending_waits_.end()) {
+    same->second = std::max(same->second, point);
+  } else {
+    pending_waits_.emplace_back(std::move(other), point);
+  }
   last_.fetch_or(kWaitsQueued, std::memory_order_release);
 }
 
@@ -271,8 +348,15 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   DeviceBackend& be = dev_->backend("submit");
   std::lock_guard lk(m_);
   std::vector<SyncPoint> in;
-  for (auto& [s, point] : pending_waits_)
-    if (!s->reached(point)) in.push_back({s->timeline_, 0, point});
+  for (auto& [s, point] : pending_waits_) {
+    if (s->reached(point)) continue;
+    // More streams to wait for than one job may name: the host waits for the rest.
+    if (in.size() == dev_->caps().max_syncs) {
+      be.wait_timeline(s->timeline_, point);
+      continue;
+    }
+    in.push_back({s->timeline_, 0, point});
+  }
   const std::uint64_t expect = (last_.load(std::memory_order_relaxed) & ~kWaitsQueued) + 1;
   // The stream's timeline point is the job's seqno, so waits need no translation.
   const SyncPoint out{timeline_, 0, expect};
@@ -315,8 +399,9 @@ void StreamCore::check_failure(std::uint64_t point) {
   reported_failed_ = failed;
   const int e = err > 0 ? err : EIO;
   throw DeviceFault(e,
-                    "job " + std::to_string(failed) + " of stream " + std::to_string(id_) + " on device " +
-                        std::to_string(dev_->index()) + " failed on the device: " + std::strerror(e),
+                    "job " + std::to_string(failed) + " of stream " + std::to_string(stream_id) +
+                        " on device " + std::to_string(dev_->index()) +
+                        " failed on the device: " + std::strerror(e),
                     failed);
 }
 

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "detail/backend.hpp"
+#include "detail/pool/stream_ref.hpp"
+#include "detail/retired_stream.hpp"
 #include "detail/staging.hpp"
 #include "hostrt/types.hpp"
 
@@ -66,6 +68,15 @@ class DeviceCore {
   void add_stream(const std::shared_ptr<StreamCore>& s);
   // Live streams, for device-wide synchronisation.
   std::vector<std::shared_ptr<StreamCore>> streams();
+  // A stream destroyed with work still queued: listed until that work is reached. On
+  // std::bad_alloc nothing changed and r does not own the queue.
+  void retire(std::shared_ptr<RetiredStream> r);
+  // Destroyed streams whose work is not seen reached yet (drops the others), for device-wide
+  // synchronisation.
+  std::vector<std::shared_ptr<RetiredStream>> retired();
+  // Waits for every destroyed stream's work and drops it: their queues count against the
+  // driver's limit (a stream creation refused for want of one retries after this).
+  void drain_retired();
 
  private:
   std::unique_ptr<DeviceBackend> backend_;
@@ -76,6 +87,7 @@ class DeviceCore {
   std::uint64_t fork_generation_;
   std::mutex streams_m_;
   std::vector<std::weak_ptr<StreamCore>> streams_;
+  std::vector<std::shared_ptr<RetiredStream>> retired_;  // under streams_m_
   std::mutex pools_m_;
   std::vector<std::weak_ptr<pool::PoolCore>> pools_;
   std::mutex mem_pool_m_;
@@ -111,13 +123,18 @@ class Allocation {
 };
 
 // Shared: Stream handles, cross-stream waits, and the pool's pending frees hold it.
-class StreamCore : public std::enable_shared_from_this<StreamCore> {
+class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_this<StreamCore> {
  public:
-  // PermissionDenied for High without CAP_SYS_NICE.
+  // PermissionDenied for High without CAP_SYS_NICE. Use create().
   explicit StreamCore(std::shared_ptr<DeviceCore> dev, StreamPriority priority = StreamPriority::Normal);
-  ~StreamCore();  // destroys the queue and its timeline
+  // A new stream, listed on its device and in the stream directory.
+  static std::shared_ptr<StreamCore> create(const std::shared_ptr<DeviceCore>& dev,
+                                            StreamPriority priority = StreamPriority::Normal);
+  // Destroys the queue and its timeline; or, with work still queued, hands them to a
+  // RetiredStream on the device that does so once the work is reached.
+  ~StreamCore();
 
-  std::uint64_t id() const noexcept { return id_; }
+  std::uint64_t id() const noexcept { return stream_id; }
   StreamPriority priority() const noexcept { return priority_; }
   const std::shared_ptr<DeviceCore>& device() const noexcept { return dev_; }
   // The stream's state word: the last seqno submitted, with kWaitsQueued set while add_wait
@@ -148,7 +165,6 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
 
  private:
   std::shared_ptr<DeviceCore> dev_;
-  std::uint64_t id_;
   StreamPriority priority_;
   QueueInfo queue_;
   std::uint32_t timeline_ = 0;

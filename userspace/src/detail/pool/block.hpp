@@ -48,9 +48,12 @@ struct Block {
   Block* next = nullptr;
   Block* cache_next = nullptr;  // link in a thread-cache bin
   std::atomic<BlockState> state{BlockState::Free};
-  std::size_t requested = 0;    // bytes the current holder asked for
-  StreamRef home;               // stream given to allocate(), the default for deallocate()
-  std::vector<StreamRef> uses;  // streams named by record_stream()
+  std::size_t requested = 0;  // bytes the current holder asked for
+  // The stream given to allocate(), the default for deallocate(): by id, holding no
+  // reference (the user may destroy it before the free); found again through home_ops->find.
+  std::uint64_t home_id = 0;  // 0: none
+  const StreamOps* home_ops = nullptr;
+  std::vector<StreamRef> uses;                         // streams named by record_stream()
   std::vector<std::shared_ptr<const void>> use_keeps;  // keep those alive until the free
   std::vector<StreamPoint> waits;  // Pending: points still to be reached, next one at back()
   // Pending: references keeping every stream in `waits` alive until the block is reusable

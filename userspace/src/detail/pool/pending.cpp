@@ -27,7 +27,6 @@ void PendingFrees::add(Block* b) {
 void PendingFrees::enqueue(Block* b) {
   const StreamPoint& w = b->waits.back();
   Queue& q = queues_[w.stream.key()];
-  // An empty queue may have belonged to an earlier stream at the same address.
   if (q.blocks.empty()) {
     q.keep = w.stream.retain();
     q.stream = w.stream;

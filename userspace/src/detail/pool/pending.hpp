@@ -1,6 +1,6 @@
 // PendingFrees: blocks freed while device work that used them may still run. One FIFO per
-// stream, in submission order, so a slow stream only delays the blocks freed on it. A block
-// that several streams used (record_stream) waits in one queue at a time: when its point on
+// stream (by id; erased when it empties), in submission order, so a slow stream only delays the blocks freed
+// on it. A block that several streams used (record_stream) waits in one queue at a time: when its point on
 // that stream is reached it moves on to the next stream it still waits for.
 // Caller holds the arena lock; reached() reads the completion page, no syscall.
 #pragma once
@@ -37,6 +37,7 @@ class PendingFrees {
   std::size_t bytes() const noexcept { return bytes_; }
   std::size_t blocks() const noexcept { return blocks_; }
   bool empty() const noexcept { return blocks_ == 0; }
+  std::size_t queues() const noexcept { return queues_.size(); }
 
  private:
   struct Queue {
@@ -46,7 +47,7 @@ class PendingFrees {
   };
   void enqueue(Block* b);
 
-  std::unordered_map<std::uintptr_t, Queue> queues_;
+  std::unordered_map<std::uint64_t, Queue> queues_;
   std::size_t bytes_ = 0;
   std::size_t blocks_ = 0;
   std::uint64_t seq_ = 0;
@@ -56,7 +57,8 @@ template <typename F>
 std::size_t PendingFrees::reclaim(F&& ready, std::vector<std::shared_ptr<const void>>& released) {
   std::size_t done = 0;
   std::vector<Block*> moving;
-  for (auto& [key, q] : queues_) {
+  for (auto it = queues_.begin(); it != queues_.end();) {
+    Queue& q = it->second;
     while (!q.blocks.empty()) {
       Block* b = q.blocks.front();
       if (!q.stream.reached(b->waits.back().point)) break;
@@ -80,14 +82,20 @@ std::size_t PendingFrees::reclaim(F&& ready, std::vector<std::shared_ptr<const v
         moving.push_back(b);  // not now: enqueue() may rehash the map being iterated
       }
     }
-    // Nothing waits on this stream any more: let it go (its queue slot stays for reuse).
-    if (q.blocks.empty() && q.keep) {
+    // Nothing waits on this stream any more: let it go, and its queue (a program that makes
+    // a stream per task would otherwise leave one behind per stream ever freed on).
+    if (!q.blocks.empty()) {
+      ++it;
+      continue;
+    }
+    if (q.keep) {
       try {
         released.push_back(std::move(q.keep));
       } catch (const std::bad_alloc&) {
         q.keep.reset();  // out of host memory: dropped here, under the caller's lock
       }
     }
+    it = queues_.erase(it);
   }
   for (Block* b : moving) enqueue(b);
   return done;

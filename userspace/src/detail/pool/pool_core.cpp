@@ -237,8 +237,8 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
   // Member by member: the stream arrives in two registers, and a whole-struct copy makes GCC
   // spill them and reload one 16-byte vector, a store-forwarding stall that cost more than
   // the rest of the warm path together.
-  b->home.stream = home.stream;
-  b->home.ops = home.ops;
+  b->home_id = home ? home.key() : 0;
+  b->home_ops = home.ops;
   b->set_state(BlockState::Allocated);
   ThreadCounters& c = tc.counters;
   ThreadCounters::bump(c.requested, bytes);
@@ -413,12 +413,21 @@ void PoolCore::collect_waits(Block* b, StreamRef stream) const {
   b->keeps.clear();
 #ifndef HOSTRT_POOL_UNSAFE_REUSE
   auto add = [b](StreamRef s) {
-    if (s.unfinished() != 0) s.collect(b->waits, b->keeps);
+    if (s.unfinished() == 0) return false;
+    s.collect(b->waits, b->keeps);
+    return true;
   };
+  const std::uint64_t freed_on = stream ? stream.key() : 0;
   if (stream) add(stream);
-  if (b->home && b->home.key() != stream.key()) add(b->home);
+  if (b->home_id != 0 && b->home_id != freed_on) {
+    // The home stream may be destroyed by now: gone with all its work reached, or retired
+    // with its last point still to come (its address may even hold another stream since).
+    std::shared_ptr<const void> keep;
+    const StreamRef home = b->home_ops->find(b->home_id, keep);
+    if (home && add(home) && keep) b->keeps.push_back(std::move(keep));
+  }
   for (const StreamRef& u : b->uses)
-    if (u.key() != stream.key()) add(u);
+    if (u.key() != freed_on) add(u);
 #else
   // Deliberately wrong, to prove the reuse-safety test can fail: ignores the device.
   (void)stream;
@@ -446,13 +455,13 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
       // size is 0 when the slot table cannot hold it (4 MiB and up): never a cached size.
       if (b != nullptr && size - 1 < kSmallLimit && b->addr == addr &&
           b->load_state() == BlockState::Allocated &&
-          (b->home.stream == nullptr || b->home.stream == stream.stream) && b->uses.empty() &&
+          (b->home_id == 0 || (stream && b->home_id == stream.key())) && b->uses.empty() &&
           !options_.sync_on_free && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) &&
           tc.push(b, addr, size)) [[likely]] {
         ThreadCounters& c = tc.counters;
         ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
         ThreadCounters::bump(c.deallocations, 1);
-        b->home.stream = nullptr;
+        b->home_id = 0;
         b->set_state(BlockState::Cached);
         return;
       }
@@ -501,7 +510,7 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
     b->uses.clear();
     use_keeps = std::move(b->use_keeps);
     b->use_keeps.clear();
-    b->home.stream = nullptr;
+    b->home_id = 0;
   };
 
   // Nothing left to wait for, so the block is reusable now: park it in this thread's cache
@@ -550,10 +559,13 @@ void PoolCore::record_stream(void* p, StreamRef stream) {
   check_process("record_stream");
   if (!stream) throw InvalidArgument(EINVAL, "pool: record_stream with an empty stream");
   Block* b = find_allocated(p);
-  if (b->home && b->home.key() == stream.key()) return;
+  auto keep = stream.retain();  // the user may destroy the stream before the free
+  // Several threads may record uses of one block at once (PyTorch's record_stream on a shared
+  // tensor): the arena lock orders them. A free racing a record is the caller's to order.
+  std::lock_guard lk(mu_);
+  if (b->home_id == stream.key()) return;
   for (const StreamRef& u : b->uses)
     if (u.key() == stream.key()) return;
-  auto keep = stream.retain();  // the user may destroy the stream before the free
   b->uses.push_back(stream);
   try {
     if (keep) b->use_keeps.push_back(std::move(keep));

@@ -1,12 +1,16 @@
 #include "detail/pool/stream_core_ref.hpp"
 
 #include "detail/device_core.hpp"
+#include "detail/pool/stream_directory.hpp"
 
 namespace hostrt::detail::pool {
 
+extern const StreamOps kSharedStreamOps;
+extern const StreamOps kOwnedStreamOps;
+
 namespace {
 
-std::uint64_t unfinished(const void* s) noexcept {
+std::uint64_t unfinished(const StreamIdentity* s) noexcept {
   // Inline: one load of the stream's state word (last point and the queued-waits flag) and a
   // completion-page read; this runs on every free.
   const auto* c = static_cast<const StreamCore*>(s);
@@ -17,7 +21,8 @@ std::uint64_t unfinished(const void* s) noexcept {
 }
 
 template <const StreamOps* Self>
-void collect(void* s, std::vector<StreamPoint>& waits, std::vector<std::shared_ptr<const void>>& keeps) {
+void collect(StreamIdentity* s, std::vector<StreamPoint>& waits,
+             std::vector<std::shared_ptr<const void>>& keeps) {
   auto* c = static_cast<StreamCore*>(s);
   // The queued waits first: reading them may drop reached ones and clear the flag.
   for (auto& [other, point] : c->pending_waits()) {
@@ -28,32 +33,40 @@ void collect(void* s, std::vector<StreamPoint>& waits, std::vector<std::shared_p
   if (!c->reached(last)) waits.push_back({StreamRef{c, Self}, last});
 }
 
-bool reached(const void* s, std::uint64_t point) noexcept {
+bool reached(const StreamIdentity* s, std::uint64_t point) noexcept {
   return static_cast<const StreamCore*>(s)->reached(point);
 }
 
-void wait_point(void* s, std::uint64_t point) { static_cast<StreamCore*>(s)->wait(point); }
+void wait_point(StreamIdentity* s, std::uint64_t point) { static_cast<StreamCore*>(s)->wait(point); }
 
 // The timeline wait alone: StreamCore::wait would also report (and so consume) a device fault
 // that belongs to the user's next synchronize.
-void wait_quiet(void* s, std::uint64_t point) {
+void wait_quiet(StreamIdentity* s, std::uint64_t point) {
   auto* c = static_cast<StreamCore*>(s);
   if (!c->reached(point)) c->device()->backend("pool wait").wait_timeline(c->timeline(), point);
 }
 
-std::shared_ptr<const void> retain(const void* s) {
+std::shared_ptr<const void> retain(const StreamIdentity* s) {
   return static_cast<const StreamCore*>(s)->shared_from_this();
 }
-std::shared_ptr<const void> retain_nothing(const void*) { return {}; }
+std::shared_ptr<const void> retain_nothing(const StreamIdentity*) { return {}; }
+
+StreamRef find(std::uint64_t id, std::shared_ptr<const void>& keep) {
+  return stream_directory().find(id, keep);
+}
+// The stream owns the pool asking: alive while it asks, and never held by it (a cycle).
+StreamRef find_owned(std::uint64_t id, std::shared_ptr<const void>& keep) {
+  StreamRef r = stream_directory().find(id, keep);
+  keep.reset();
+  if (r) r.ops = &kOwnedStreamOps;
+  return r;
+}
 
 }  // namespace
-
-extern const StreamOps kSharedStreamOps;
-extern const StreamOps kOwnedStreamOps;
 constinit const StreamOps kSharedStreamOps = {
-    unfinished, collect<&kSharedStreamOps>, reached, wait_point, wait_quiet, retain};
+    unfinished, collect<&kSharedStreamOps>, reached, wait_point, wait_quiet, retain, find};
 constinit const StreamOps kOwnedStreamOps = {
-    unfinished, collect<&kOwnedStreamOps>, reached, wait_point, wait_quiet, retain_nothing};
+    unfinished, collect<&kOwnedStreamOps>, reached, wait_point, wait_quiet, retain_nothing, find_owned};
 
 StreamRef stream_ref(StreamCore& c) noexcept { return StreamRef{&c, &kSharedStreamOps}; }
 StreamRef owned_stream_ref(StreamCore& c) noexcept { return StreamRef{&c, &kOwnedStreamOps}; }

@@ -10,44 +10,60 @@
 namespace hostrt::detail::pool {
 
 struct StreamPoint;
+struct StreamRef;
+
+// What every stream the pool sees is (a base of the runtime's StreamCore, of a destroyed
+// stream's RetiredStream and of the tests' fakes): an id unique in the process for as long as
+// the stream or its unfinished work exists. The pool compares streams by id, never by address:
+// a stream destroyed while a block it allocated is still held may be followed by another at
+// the same address.
+struct StreamIdentity {
+  explicit StreamIdentity(std::uint64_t id) noexcept : stream_id(id) {}
+  const std::uint64_t stream_id;
+};
 
 struct StreamOps {
   // 0 when a free on this stream has nothing to wait for: everything submitted so far is seen
   // completed and the stream has no waits queued for its next job. Nonzero otherwise (then
   // collect() says what). One call and, in the common case, one load of the stream's state
   // besides the completion page, because it is on the pool's fast path.
-  std::uint64_t (*unfinished)(const void* stream) noexcept;
+  std::uint64_t (*unfinished)(const StreamIdentity* stream) noexcept;
   // Appends what a free on this stream must wait for: its last submitted point unless seen
   // reached, and every point the stream was told to wait for (Stream::wait) that its next job
   // would carry and that is not reached yet: a free ordered after an event wait must not be
   // reused before the event's work ends (CUDA's event dependencies). For points on other
   // streams it appends a reference keeping that stream alive to `keeps`. May lock the
   // stream; never called under a pool lock.
-  void (*collect)(void* stream, std::vector<StreamPoint>& waits,
+  void (*collect)(StreamIdentity* stream, std::vector<StreamPoint>& waits,
                   std::vector<std::shared_ptr<const void>>& keeps);
   // Must not make a syscall: the pool calls it while holding its arena lock.
-  bool (*reached)(const void* stream, std::uint64_t point) noexcept;
+  bool (*reached)(const StreamIdentity* stream, std::uint64_t point) noexcept;
   // May block and may throw (a device fault, which it then counts as reported to the user);
   // never called under a pool lock. Used where the user should see the fault: sync_on_free.
-  void (*wait_point)(void* stream, std::uint64_t point);
+  void (*wait_point)(StreamIdentity* stream, std::uint64_t point);
   // Blocks like wait_point but leaves a device fault for the user's own synchronize to
   // report; throws only when it cannot wait at all (a lost device).
-  void (*wait_quiet)(void* stream, std::uint64_t point);
+  void (*wait_quiet)(StreamIdentity* stream, std::uint64_t point);
   // A reference that keeps the stream alive (may be empty when the caller guarantees that
   // itself): held by the pending-free queues, so a stream may go away right after a free.
   // Never called on the warm path (it may touch a reference count).
-  std::shared_ptr<const void> (*retain)(const void* stream);
+  std::shared_ptr<const void> (*retain)(const StreamIdentity* stream);
+  // The stream with this id if it still exists (live, or destroyed with work not yet seen
+  // reached), with a reference in `keep` that holds it; empty once it is gone, which its
+  // owner lets happen only after all its work was reached. How a block finds its home stream
+  // without keeping it alive (the warm path touches no reference count). May lock; never
+  // called under a pool lock.
+  StreamRef (*find)(std::uint64_t id, std::shared_ptr<const void>& keep);
 };
 
-// A non-owning reference, two words so that it travels in registers. The stream's address is
-// its identity (key()) for the per-stream pending queues and record_stream: the stream object
-// behind it must not move (hostrt::Pool passes the heap-allocated StreamCore, not the Stream).
+// A non-owning reference, two words so that it travels in registers, to a stream that is alive
+// while the reference is used. key() is the stream's id (see StreamIdentity).
 struct StreamRef {
-  void* stream = nullptr;
+  StreamIdentity* stream = nullptr;
   const StreamOps* ops = nullptr;
 
   explicit operator bool() const noexcept { return stream != nullptr; }
-  std::uintptr_t key() const noexcept { return reinterpret_cast<std::uintptr_t>(stream); }
+  std::uint64_t key() const noexcept { return stream->stream_id; }
   std::uint64_t unfinished() const noexcept { return ops->unfinished(stream); }
   void collect(std::vector<StreamPoint>& waits, std::vector<std::shared_ptr<const void>>& keeps) const {
     ops->collect(stream, waits, keeps);
