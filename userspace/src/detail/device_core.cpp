@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
@@ -28,6 +30,21 @@ std::uint64_t param_or_zero(DeviceBackend& b, std::uint32_t p) noexcept {
     return b.get_param(p);
   } catch (const Error&) {
     return 0;
+  }
+}
+
+// A destroyed queue's id comes back when the driver has retired its last job, which happens
+// a little after that job's fence signalled (the scheduler frees jobs in its own thread).
+QueueInfo create_queue_retrying(DeviceBackend& be, std::uint32_t priority) {
+  auto pause = std::chrono::milliseconds(1);
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return be.create_queue(priority);
+    } catch (const OutOfMemory&) {
+      if (attempt == 12) throw;  // ~4 s: the queues are really all taken
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
 }
 
@@ -149,7 +166,11 @@ std::vector<std::shared_ptr<RetiredStream>> DeviceCore::retired() {
   return left;
 }
 
-void DeviceCore::drain_retired() {
+bool DeviceCore::drain_retired() {
+  {
+    std::lock_guard lk(streams_m_);
+    if (retired_.empty()) return false;
+  }
   for (auto& r : retired()) {
     try {
       r->wait_quiet();
@@ -157,6 +178,7 @@ void DeviceCore::drain_retired() {
     }
   }
   retired();
+  return true;
 }
 
 std::vector<std::shared_ptr<StreamCore>> DeviceCore::streams() {
@@ -267,9 +289,8 @@ StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev, StreamPriority priority)
       queue_ = be.create_queue(uapi);
     } catch (const OutOfMemory&) {
       // Out of queues: destroyed streams' work may hold some; they come back once it ends.
-      if (dev_->retired().empty()) throw;
-      dev_->drain_retired();
-      queue_ = be.create_queue(uapi);
+      if (!dev_->drain_retired()) throw;
+      queue_ = create_queue_retrying(be, uapi);
     }
   } catch (const PermissionDenied& e) {
     // EACCES has one cause at QUEUE_CREATE: say which, and what to do about it.

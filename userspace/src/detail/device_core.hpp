@@ -75,8 +75,9 @@ class DeviceCore {
   // synchronisation.
   std::vector<std::shared_ptr<RetiredStream>> retired();
   // Waits for every destroyed stream's work and drops it: their queues count against the
-  // driver's limit (a stream creation refused for want of one retries after this).
-  void drain_retired();
+  // driver's limit (a stream creation refused for want of one retries after this). False
+  // when there was none.
+  bool drain_retired();
 
  private:
   std::unique_ptr<DeviceBackend> backend_;
