@@ -180,15 +180,16 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
 
 void Stream::wait(const Event& event) {
   auto& s = live(core_, "wait");
-  const auto& other = event.core();
-  if (!other) return;  // never recorded: nothing to wait for
+  const auto rec = event.snapshot();
+  if (!rec) return;  // never recorded: nothing to wait for
+  const auto& other = rec->core;
   EXPECTS(other->device() == s.device(), "Stream::wait: the event was recorded on another device");
   // A point on this stream itself is already in order; one already reached adds nothing.
   auto add = [&](const std::shared_ptr<detail::StreamCore>& on, std::uint64_t point) {
     if (point != 0 && on != core_ && !on->reached(point)) s.add_wait(on, point);
   };
-  add(other, event.point());
-  for (const auto& [on, point] : event.dependencies()) add(on, point);
+  add(other, rec->point);
+  for (const auto& [on, point] : rec->deps) add(on, point);
 }
 
 void Stream::destroy() noexcept { core_.reset(); }

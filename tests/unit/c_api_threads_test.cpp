@@ -1,0 +1,84 @@
+// C handles used from several threads at once, as CUDA allows: one event recorded on one thread
+// while others query it, synchronize on it and make streams wait for it. Before, a record
+// replaced the event's stream reference and dependency list under readers' feet (a
+// use-after-free; TSan reports the race, the plain build may crash).
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "hostrt/hostrt.h"
+#include "test_util.hpp"
+
+namespace hostrt::test {
+namespace {
+
+class CApiThreads : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    ::setenv("HOSTRT_BACKEND", GetParam() == Backend::Emulated ? "emulated" : "drm", 1);
+    SKIP_WITHOUT_DEVICE(GetParam());
+    ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
+    hrtGetLastError();
+  }
+  void TearDown() override { ::unsetenv("HOSTRT_BACKEND"); }
+};
+
+TEST_P(CApiThreads, OneEventRecordedWhileOthersQuerySynchronizeAndWait) {
+  const int rounds = GetParam() == Backend::Emulated ? 400 : 40;
+  void* buf = nullptr;
+  ASSERT_EQ(hrtMallocHost(&buf, 64), hrtSuccess);
+  hrtStream_t producer = nullptr, consumer = nullptr, other = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&producer), hrtSuccess);
+  ASSERT_EQ(hrtStreamCreate(&consumer), hrtSuccess);
+  ASSERT_EQ(hrtStreamCreate(&other), hrtSuccess);
+  hrtEvent_t e = nullptr, upstream = nullptr;
+  ASSERT_EQ(hrtEventCreate(&e), hrtSuccess);
+  ASSERT_EQ(hrtEventCreate(&upstream), hrtSuccess);
+
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::thread recorder([&] {
+    for (int i = 0; i < rounds; ++i) {
+      // Each recording carries a dependency (the producer waited for `upstream`), so the
+      // event's list is replaced on every record.
+      if (hrtMemcpyAsync(hrtDevicePtr(0), buf, 64, hrtMemcpyHostToDevice, other) != hrtSuccess ||
+          hrtEventRecord(upstream, other) != hrtSuccess ||
+          hrtStreamWaitEvent(producer, upstream, 0) != hrtSuccess ||
+          hrtEventRecord(e, producer) != hrtSuccess)
+        ++bad;
+    }
+    done = true;
+  });
+  auto reader = [&](int kind) {
+    while (!done.load()) {
+      hrtError_t r = hrtSuccess;
+      if (kind == 0) {
+        r = hrtEventQuery(e);
+        if (r == hrtErrorNotReady) r = hrtSuccess;
+      } else if (kind == 1) {
+        r = hrtEventSynchronize(e);
+      } else {
+        r = hrtStreamWaitEvent(consumer, e, 0);
+        if (r == hrtSuccess) r = hrtMemcpyAsync(buf, hrtDevicePtr(0), 64, hrtMemcpyDeviceToHost, consumer);
+      }
+      if (r != hrtSuccess) ++bad;
+    }
+  };
+  std::vector<std::thread> readers;
+  for (int k = 0; k < 3; ++k) readers.emplace_back(reader, k);
+  recorder.join();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0) << "calls failed: " << hrtGetErrorString(hrtGetLastError());
+  EXPECT_EQ(hrtStreamSynchronize(consumer), hrtSuccess);
+  EXPECT_EQ(hrtEventSynchronize(e), hrtSuccess);
+  EXPECT_EQ(hrtEventDestroy(e), hrtSuccess);
+  EXPECT_EQ(hrtEventDestroy(upstream), hrtSuccess);
+  for (hrtStream_t s : {producer, consumer, other}) EXPECT_EQ(hrtStreamDestroy(s), hrtSuccess);
+  EXPECT_EQ(hrtFreeHost(buf), hrtSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CApiThreads, ::testing::Values(Backend::Emulated, Backend::Drm),
+                         backend_name);
+
+}  // namespace
+}  // namespace hostrt::test
