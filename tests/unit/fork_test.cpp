@@ -137,6 +137,56 @@ TEST(ForkCApiTest, ResetInAChildDropsTheParentsDeviceWithoutWaiting) {
   EXPECT_EQ(st.allocatedBytes, 0u);
 }
 
+// Every C entry point checks the fork before it touches a mapping: on the driver the
+// completion page is not inherited (VM_DONTCOPY), and hrtFreeAsync, hrtEventQuery and
+// hrtEventSynchronize on the parent's objects died with SIGSEGV in the child, while
+// hrtEventRecord on the parent's stream succeeded.
+class ForkCApiBackends : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    ::setenv("HOSTRT_BACKEND", GetParam() == Backend::Emulated ? "emulated" : "drm", 1);
+    SKIP_WITHOUT_DEVICE(GetParam());
+    ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
+    hrtGetLastError();
+  }
+  void TearDown() override { ::unsetenv("HOSTRT_BACKEND"); }
+};
+
+TEST_P(ForkCApiBackends, EventsStreamsAndFreesOfTheParentGiveUsedAfterForkNotACrash) {
+  hrtStream_t s = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&s), hrtSuccess);
+  void *p = nullptr, *src = nullptr;
+  ASSERT_EQ(hrtMallocHost(&src, 256), hrtSuccess);
+  ASSERT_EQ(hrtMallocAsync(&p, 256, s), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), src, 256, hrtMemcpyHostToDevice, s), hrtSuccess);
+  hrtEvent_t e = nullptr;
+  ASSERT_EQ(hrtEventCreate(&e), hrtSuccess);
+  ASSERT_EQ(hrtEventRecord(e, s), hrtSuccess);
+  ASSERT_EQ(hrtStreamSynchronize(s), hrtSuccess);
+  const int status = in_child([&] {
+    if (hrtEventQuery(e) != hrtErrorUsedAfterFork) return 1;
+    if (hrtEventSynchronize(e) != hrtErrorUsedAfterFork) return 2;
+    if (hrtEventRecord(e, s) != hrtErrorUsedAfterFork) return 3;
+    if (hrtFreeAsync(p, s) != hrtErrorUsedAfterFork) return 4;
+    if (hrtStreamQuery(s) != hrtErrorUsedAfterFork) return 5;
+    if (hrtStreamWaitEvent(s, e, 0) != hrtErrorUsedAfterFork) return 6;
+    return 0;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died by signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the check that failed (see the child's code)";
+  // The parent goes on unharmed.
+  EXPECT_EQ(hrtEventQuery(e), hrtSuccess);
+  EXPECT_EQ(hrtFreeAsync(p, s), hrtSuccess);
+  EXPECT_EQ(hrtStreamSynchronize(s), hrtSuccess);
+  EXPECT_EQ(hrtEventDestroy(e), hrtSuccess);
+  EXPECT_EQ(hrtStreamDestroy(s), hrtSuccess);
+  EXPECT_EQ(hrtFreeHost(src), hrtSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ForkCApiBackends, ::testing::Values(Backend::Emulated, Backend::Drm),
+                         backend_name);
+
 INSTANTIATE_TEST_SUITE_P(Backends, ForkTest, ::testing::Values(Backend::Emulated, Backend::Drm),
                          backend_name);
 

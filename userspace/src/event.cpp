@@ -1,10 +1,24 @@
 #include "hostrt/event.hpp"
 
+#include <string>
+
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
+#include "detail/fork_guard.hpp"
 #include "hostrt/stream.hpp"
 
 namespace hostrt {
+
+namespace {
+
+// The recorded stream's completion page is not mapped in a fork child: check first.
+const Event::Recorded* usable(const std::shared_ptr<const Event::Recorded>& r, const char* what) {
+  if (r && r->core->forked())
+    detail::throw_used_after_fork(std::string(what) + ": event of stream " + std::to_string(r->core->id()));
+  return r.get();
+}
+
+}  // namespace
 
 Event& Event::operator=(const Event& o) {
   if (this == &o) return *this;
@@ -16,6 +30,8 @@ Event& Event::operator=(const Event& o) {
 
 void Event::record(Stream& stream) {
   EXPECTS(stream, "Event::record on a destroyed or empty stream");
+  if (stream.core()->forked())
+    detail::throw_used_after_fork("Event::record: stream " + std::to_string(stream.id()));
   auto r = std::make_shared<Recorded>();
   r->deps = stream.core()->pending_waits();
   r->core = stream.core();
@@ -29,7 +45,7 @@ void Event::record(Stream& stream) {
 // the recorded stream's faults surface here.
 bool Event::query() const {
   const auto r = snapshot();
-  if (!r) return true;
+  if (!usable(r, "Event::query")) return true;
   for (const auto& [s, p] : r->deps)
     if (!s->reached(p)) return false;
   if (!r->core->reached(r->point)) return false;
@@ -39,7 +55,7 @@ bool Event::query() const {
 
 void Event::synchronize() {
   const auto r = snapshot();
-  if (!r) return;
+  if (!usable(r, "Event::synchronize")) return;
   for (const auto& [s, p] : r->deps) s->wait_until(p);
   r->core->wait(r->point);
 }

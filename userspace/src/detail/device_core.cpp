@@ -281,7 +281,10 @@ std::uint32_t uapi_priority(StreamPriority p) {
 }  // namespace
 
 StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev, StreamPriority priority)
-    : StreamIdentity(g_next_stream_id++), dev_(std::move(dev)), priority_(priority) {
+    : StreamIdentity(g_next_stream_id++),
+      dev_(std::move(dev)),
+      priority_(priority),
+      fork_generation_(fork_generation()) {
   const std::uint32_t uapi = uapi_priority(priority);
   DeviceBackend& be = dev_->backend("create_stream");
   try {

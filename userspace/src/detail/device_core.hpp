@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "detail/backend.hpp"
+#include "detail/fork_guard.hpp"
 #include "detail/pool/stream_ref.hpp"
 #include "detail/retired_stream.hpp"
 #include "detail/staging.hpp"
@@ -145,7 +146,10 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   static constexpr std::uint64_t kWaitsQueued = std::uint64_t{1} << 63;
   std::uint64_t state_word() const noexcept { return last_.load(std::memory_order_acquire); }
   std::uint64_t last_submitted() const noexcept { return state_word() & ~kWaitsQueued; }
+  // Reads the completion page: never in a fork child, where it is not mapped (check forked()).
   bool reached(std::uint64_t point) const noexcept { return point == 0 || load_completed(slot_) >= point; }
+  // True in a child process forked after this stream was made (one load, for hot paths).
+  bool forked() const noexcept { return current_fork_generation() != fork_generation_; }
 
   // Queues one job with the dependencies added by add_wait; returns its seqno.
   std::uint64_t submit(std::span<const CopyOp> ops);
@@ -167,6 +171,7 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
  private:
   std::shared_ptr<DeviceCore> dev_;
   StreamPriority priority_;
+  std::uint64_t fork_generation_;
   QueueInfo queue_;
   std::uint32_t timeline_ = 0;
   const Completion* slot_ = nullptr;

@@ -12,15 +12,16 @@
 
 namespace hostrt::detail {
 
+std::atomic<std::uint64_t> g_fork_generation{0};
+
 namespace {
 
-std::atomic<std::uint64_t> g_generation{0};
 std::atomic<pid_t> g_parent{0};
 constexpr std::size_t kMaxHooks = 8;
 std::array<std::atomic<void (*)()>, kMaxHooks> g_hooks{};
 
 void child() {
-  g_generation.fetch_add(1, std::memory_order_relaxed);
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
   for (auto& h : g_hooks)
     if (auto f = h.load(std::memory_order_acquire)) f();
 }
@@ -35,7 +36,7 @@ void install() noexcept {
 
 std::uint64_t fork_generation() noexcept {
   install();
-  return g_generation.load(std::memory_order_relaxed);
+  return g_fork_generation.load(std::memory_order_relaxed);
 }
 
 void on_fork_child(void (*f)()) noexcept {

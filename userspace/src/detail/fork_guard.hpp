@@ -6,6 +6,7 @@
 // which is how a pid change is noticed without a getpid() syscall on each call.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -14,6 +15,11 @@ namespace hostrt::detail {
 // Registers the atfork handler on first call; the process's fork generation (0 until a fork
 // made this process a child, then one more per generation).
 std::uint64_t fork_generation() noexcept;
+// The same without registering: for hot paths of objects made after a fork_generation() call.
+extern std::atomic<std::uint64_t> g_fork_generation;
+inline std::uint64_t current_fork_generation() noexcept {
+  return g_fork_generation.load(std::memory_order_relaxed);
+}
 // Runs `f` in the child after every fork (the forking thread's own state, e.g. its TLS).
 void on_fork_child(void (*f)()) noexcept;
 [[noreturn]] void throw_used_after_fork(const std::string& what);

@@ -15,8 +15,10 @@ std::uint64_t unfinished(const StreamIdentity* s) noexcept {
   // completion-page read; this runs on every free.
   const auto* c = static_cast<const StreamCore*>(s);
   const std::uint64_t w = c->state_word();
-  if (w & StreamCore::kWaitsQueued) [[unlikely]]
-    return w;
+  // A fork child must not read the completion page (not inherited): the slow path, whose
+  // first check refuses the parent's pool with UsedAfterFork.
+  if ((w & StreamCore::kWaitsQueued) || c->forked()) [[unlikely]]
+    return w | StreamCore::kWaitsQueued;
   return c->reached(w) ? std::uint64_t{0} : w;
 }
 
