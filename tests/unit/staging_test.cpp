@@ -5,7 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "detail/device_core.hpp"
@@ -73,6 +78,55 @@ TEST_P(StagingTest, ALargePageableCopyGoesThroughABoundedRing) {
   std::fill(dst.begin(), dst.end(), 0);
   s.memcpy_async(dst.data(), pin.data(), n, CopyKind::H2H);
   EXPECT_EQ(first_diff(dst.data(), pattern(n, 6).data(), n), -1);
+  s.synchronize();
+}
+
+// Several threads copying into pageable memory on one stream (the NULL stream of a threaded
+// program): each holds a full staging chunk while it waits for its job to read the bytes out.
+// With the stream's work held back, the fifth thread found all four chunks of the ring held
+// and nothing pending, and its copy failed with PoolOutOfMemory.
+TEST_P(StagingTest, ConcurrentPageableCopiesOnOneStreamNeverFailForStaging) {
+  detail::EmulatedBackend* emu = detail::emulated_backend(*device);
+  Stream s = device->create_stream();
+  const std::size_t n = detail::Staging::kChunkBytes;
+  PinnedBuffer src = device->host_alloc(n);
+  fill(src.data(), n, 11);
+  PinnedBuffer slow_src = device->host_alloc(4096), slow_dst = device->host_alloc(4096);
+  if (emu != nullptr) {
+    emu->hold_queue(s.core()->queue_id(), true);
+  } else {
+    // ~100 ms per edu transfer: the copies below queue behind it.
+    s.memcpy_async(slow_dst.data(), slow_src.data(), 4096, CopyKind::H2H);
+  }
+  // One more than the ring's chunks (each copy of the driver's takes seconds: no more there).
+  const int threads_n = static_cast<int>(detail::Staging::kRingBytes / n) + (emu != nullptr ? 3 : 1);
+  std::vector<std::vector<unsigned char>> out(threads_n, std::vector<unsigned char>(n));
+  std::atomic<int> failed{0}, started{0};
+  std::string error;
+  std::mutex error_m;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < threads_n; ++t) {
+    threads.emplace_back([&, t] {
+      ++started;
+      try {
+        s.memcpy_async(out[t].data(), src.data(), n, CopyKind::H2H);  // pinned -> pageable: staged
+      } catch (const std::exception& e) {
+        ++failed;
+        std::lock_guard lk(error_m);
+        error = e.what();
+      }
+    });
+  }
+  if (emu != nullptr) {
+    while (started.load() < threads_n) std::this_thread::yield();
+    emu->wait_until_stalled();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the late ones reach acquire
+    emu->hold_queue(s.core()->queue_id(), false);
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failed.load(), 0) << error;
+  for (int t = 0; t < threads_n; ++t)
+    EXPECT_EQ(first_diff(out[t].data(), src.data(), n), -1) << "thread " << t;
   s.synchronize();
 }
 

@@ -23,7 +23,7 @@ struct StagingSegments {
     std::lock_guard lk(m);
     for (const BoMapping& bo : bos) {
       const auto base = reinterpret_cast<std::uintptr_t>(bo.ptr);
-      if (a >= base && a < base + bo.size) return {p, bo.handle, a - base};
+      if (a >= base && a < base + bo.size) return {p, bo.handle, a - base, {}};
     }
     throw SystemError(EFAULT, "staging: chunk outside the staging segments");
   }
@@ -101,7 +101,16 @@ Staging::~Staging() = default;
 Staging::Chunk Staging::acquire(std::size_t bytes) {
   if (bytes == 0 || bytes > kChunkBytes)
     throw InvalidArgument(EINVAL, "staging: chunk of " + std::to_string(bytes) + " bytes");
-  void* p = pool_->allocate(bytes, pool::owned_stream_ref(stream_));
+  void* p = nullptr;
+  try {
+    p = pool_->allocate(bytes, pool::owned_stream_ref(stream_));
+  } catch (const PoolOutOfMemory&) {
+    // Every chunk is held by a copy in progress (nothing is pending: the pool would have
+    // waited for that). Waiting for one could deadlock copies that hold one chunk and want a
+    // second (pageable to pageable); pin one for this copy instead.
+    BoMapping bo = stream_.device()->backend("staging").create_bo(bytes);
+    return {bo.ptr, bo.handle, 0, bo};
+  }
   try {
     return segments_->find(p);
   } catch (...) {
@@ -110,6 +119,13 @@ Staging::Chunk Staging::acquire(std::size_t bytes) {
   }
 }
 
-void Staging::release(const Chunk& c) { pool_->deallocate(c.ptr, pool::owned_stream_ref(stream_)); }
+void Staging::release(const Chunk& c) {
+  if (c.own.handle != 0) {
+    // A job still using it holds its own reference on the BO.
+    if (DeviceBackend* be = stream_.device()->backend_for_release()) be->release_bo(c.own);
+    return;
+  }
+  pool_->deallocate(c.ptr, pool::owned_stream_ref(stream_));
+}
 
 }  // namespace hostrt::detail

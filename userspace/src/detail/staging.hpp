@@ -4,6 +4,9 @@
 // that job (however the job is ordered: behind an event, on a stream the user destroyed
 // meanwhile). The pool is capped at kRingBytes, one segment carved into kChunkBytes chunks: a
 // copy larger than the ring waits for its oldest chunk instead of pinning its whole size.
+// When every chunk is held by a copy in progress (several threads copying pageable memory on
+// one stream, e.g. the NULL stream), a chunk is pinned for the one copy instead: a copy never
+// fails for want of staging, and never waits for another thread's copy.
 //
 // The stream owns its staging, so staged frees hold no reference to the stream (that would be
 // a cycle). When the stream goes, its staging goes without waiting: the BOs are released
@@ -14,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+
+#include "detail/backend.hpp"
 
 namespace hostrt::detail {
 
@@ -38,6 +43,7 @@ class Staging {
     void* ptr = nullptr;
     std::uint32_t handle = 0;  // the BO holding it
     std::uint64_t offset = 0;  // in that BO
+    BoMapping own;             // a chunk pinned for this copy alone (the ring was all held)
   };
   // bytes <= kChunkBytes. May block for the stream's oldest staged job (the ring is full).
   Chunk acquire(std::size_t bytes);
