@@ -119,32 +119,63 @@ static int clients_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(clients);
 
-static void edu_bo_show(struct seq_file *m, struct edu_bo *bo)
+/* The BO's GEM handles, in every open file (a BO has one per file that holds it). */
+static void edu_bo_show_handles(struct seq_file *m, struct drm_device *drm, struct edu_bo *bo)
+{
+	struct drm_gem_object *obj;
+	struct drm_file *file;
+	bool any = false;
+	int id;
+
+	lockdep_assert_held(&drm->filelist_mutex);
+	list_for_each_entry(file, &drm->filelist, lhead) {
+		spin_lock(&file->table_lock);
+		idr_for_each_entry(&file->object_idr, obj, id) {
+			if (obj == &bo->base) {
+				seq_printf(m, "%s%d", any ? "," : "", id);
+				any = true;
+			}
+		}
+		spin_unlock(&file->table_lock);
+	}
+	if (!any)
+		seq_puts(m, "-");
+}
+
+static void edu_bo_show(struct seq_file *m, struct drm_device *drm, struct edu_bo *bo)
 {
 	struct scatterlist *sg;
 	int i;
 
-	seq_printf(m, "bo client=%llu %s%s size=%llu offset=%u pages=%lu sg_nents=%u dma_nents=%u\n",
-		   bo->client->id, (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) ? "userptr" : "create",
+	seq_printf(m, "bo client=%llu handle=", bo->client->id);
+	edu_bo_show_handles(m, drm, bo);
+	seq_printf(m, " user=0x%llx %s%s size=%llu offset=%u pages=%lu sg_nents=%u dma_nents=%u mapped=%d invalidated=%d\n",
+		   bo->user_ptr, (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) ? "userptr" : "create",
 		   (bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY) ? ",readonly" : "", bo->size,
-		   bo->offset, bo->npages, bo->sgt.orig_nents, bo->sgt.nents);
+		   bo->offset, bo->npages, bo->sgt.orig_nents, bo->sgt.nents, bo->mapped,
+		   edu_bo_invalidated(bo));
 	for_each_sgtable_sg(&bo->sgt, sg, i)
 		seq_printf(m, "  sg %d phys=%pa len=%u\n", i, &(phys_addr_t){ sg_phys(sg) },
 			   sg->length);
+	if (!bo->mapped)
+		return;
 	for_each_sgtable_dma_sg(&bo->sgt, sg, i)
 		seq_printf(m, "  dma %d addr=%pad len=%u\n", i, &sg_dma_address(sg),
 			   sg_dma_len(sg));
 }
 
+/* Lock order: the file list, then the BO list (neither is taken under the other elsewhere). */
 static int bos_show(struct seq_file *m, void *unused)
 {
 	struct edu_accel_device *edev = m->private;
 	struct edu_bo *bo;
 
+	mutex_lock(&edev->drm.filelist_mutex);
 	mutex_lock(&edev->obj_lock);
 	list_for_each_entry(bo, &edev->bos, dev_link)
-		edu_bo_show(m, bo);
+		edu_bo_show(m, &edev->drm, bo);
 	mutex_unlock(&edev->obj_lock);
+	mutex_unlock(&edev->drm.filelist_mutex);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(bos);

@@ -168,7 +168,8 @@ static void edu_job_complete(struct edu_accel_device *edev, struct edu_job *job,
 	/* Readers that see "completed" must also see the failure it may carry. */
 	smp_wmb();
 	WRITE_ONCE(slot->completed, job->seqno);
-	trace_edu_job_done(job->queue->id, job->seqno, error);
+	trace_edu_job_done(job->owner, job->queue->id, job->seqno, fence->context, fence->seqno,
+			   error);
 	job->retired = true;
 	edu_queue_job_retired(job->queue);
 	/* The job may be freed once its fence signals: drop our pointer first. */
@@ -223,6 +224,8 @@ static void edu_job_start(struct edu_accel_device *edev, struct edu_job *job)
 			job->error = -ECANCELED;
 	if ((edev->engine.lost || drm_dev_is_unplugged(&edev->drm)) && !job->error)
 		job->error = -ENODEV;
+	trace_edu_job_start(job->owner, job->queue->id, job->seqno, job->hw_fence->context,
+			    job->hw_fence->seqno, job->error);
 	if (!job->error) {
 		edu_job_sync_for_device(edev, job);
 		job->synced = true;
@@ -240,6 +243,7 @@ static void edu_engine_scrub(struct edu_accel_device *edev, u64 owner)
 		.to_ram = false,
 	};
 
+	trace_edu_scrub(e->owner, owner);
 	edu_engine_set_busy(e, true);
 	e->inflight = x.len;
 	e->scrubbing = true;
@@ -269,8 +273,8 @@ static void edu_engine_kick_locked(struct edu_accel_device *edev)
 		if (!job->error && edu_job_next_xfer(job, &x)) {
 			edu_engine_set_busy(e, true);
 			e->inflight = x.len;
-			trace_edu_xfer_start(job->queue->id, job->seqno, x.ram, x.dev_off, x.len,
-					     x.to_ram);
+			trace_edu_xfer_start(job->owner, job->queue->id, job->seqno, x.ram,
+					     x.dev_off, x.len, x.to_ram);
 			edu_hw_start_xfer(edev, &x);
 			return;
 		}
@@ -298,6 +302,8 @@ struct dma_fence *edu_engine_push(struct edu_accel_device *edev, struct edu_job 
 	spin_lock_irqsave(&e->lock, flags);
 	dma_fence_init(fence, &edu_fence_ops, &e->lock, e->fence_ctx, ++e->fence_seqno);
 	job->hw_fence = dma_fence_get(fence);
+	trace_edu_job_run(job->owner, job->queue->id, job->seqno, fence->context, fence->seqno,
+			  job->error);
 	job->progress = e->xfers + e->scrubs;
 	list_add_tail(&job->engine_link, &e->jobs);
 	edu_engine_kick_locked(edev);
@@ -340,12 +346,12 @@ void edu_engine_irq(struct edu_accel_device *edev)
 	job = list_first_entry(&e->jobs, struct edu_job, engine_link);
 	e->xfers++;
 	e->bytes += e->inflight;
-	trace_edu_xfer_done(job->queue->id, job->seqno);
+	trace_edu_xfer_done(job->owner, job->queue->id, job->seqno);
 	/* Unplugged: end the job at this transfer rather than run the rest of it. */
 	if (drm_dev_is_unplugged(&edev->drm) && !job->error)
 		job->error = -ENODEV;
 	if (!job->error && edu_job_next_xfer(job, &x)) {
-		trace_edu_xfer_start(job->queue->id, job->seqno, x.ram, x.dev_off, x.len,
+		trace_edu_xfer_start(job->owner, job->queue->id, job->seqno, x.ram, x.dev_off, x.len,
 				     x.to_ram);
 		edu_hw_start_xfer(edev, &x);
 		e->inflight = x.len;
@@ -410,7 +416,7 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	struct edu_engine *e = &edev->engine;
 	unsigned long flags;
 	bool failed = false, wedge = false;
-	int idx, ret = 0, error;
+	int idx, ret = 0, error = 0;
 	u32 cmd = 0;
 
 	/* A transfer really in flight ends within edu's 100 ms; let it before giving up. */
@@ -469,6 +475,7 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	edu_engine_kick_locked(edev);
 	failed = true;
 out:
+	trace_edu_job_timeout(job->owner, job->queue->id, job->seqno, job->stuck_periods, error);
 	spin_unlock_irqrestore(&e->lock, flags);
 	return failed;
 }

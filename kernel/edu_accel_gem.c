@@ -34,6 +34,7 @@
 
 #include "edu_accel_drv.h"
 #include "edu_accel_gem.h"
+#include "edu_accel_trace.h"
 
 /* Pin in batches of one page of page pointers, as ib_umem_get() does. */
 #define EDU_PIN_BATCH	(PAGE_SIZE / sizeof(struct page *))
@@ -122,6 +123,8 @@ static noinline int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo 
 	if (ret)
 		goto unmap;
 	bo->mapped = true;
+	trace_edu_bo_map(bo->client_id, bo->user_ptr, bo->size, bo->sgt.orig_nents, bo->sgt.nents,
+			 sg_dma_address(bo->sgt.sgl), sg_dma_len(bo->sgt.sgl), 0);
 	return 0;
 
 unmap:
@@ -129,6 +132,7 @@ unmap:
 release:
 	edu_bo_release_write_mappings(edev, bo);
 free_table:
+	trace_edu_bo_map(bo->client_id, bo->user_ptr, bo->size, bo->sgt.orig_nents, 0, 0, 0, ret);
 	sg_free_table(&bo->sgt);
 	return ret;
 }
@@ -138,6 +142,7 @@ ALLOW_ERROR_INJECTION(edu_bo_dma_map, ERRNO);
 static void edu_bo_dma_unmap_locked(struct edu_accel_device *edev, struct edu_bo *bo)
 {
 	if (bo->mapped) {
+		trace_edu_bo_unmap(bo->client_id, bo->user_ptr, bo->sgt.nents);
 		dma_unmap_sgtable(&edev->pdev->dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
 		edu_bo_release_write_mappings(edev, bo);
 	}
@@ -188,6 +193,7 @@ static void edu_bo_release_pages(struct edu_bo *bo)
 
 	if (!bo->pages)
 		return;
+	trace_edu_bo_unpin(bo->client_id, bo->user_ptr, bo->npages);
 	if (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) {
 		unpin_user_pages_dirty_lock(bo->pages, bo->npages,
 					    !(bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY));
@@ -388,6 +394,7 @@ struct edu_bo *edu_bo_create(struct edu_accel_device *edev, struct edu_client *c
 	bo->size = size;
 	bo->npages = size >> PAGE_SHIFT;
 	bo->readonly_map = readonly_map;
+	bo->client_id = client->id;
 
 	if (!readonly_map) {
 		bo->mm = current->mm;
@@ -398,6 +405,7 @@ struct edu_bo *edu_bo_create(struct edu_accel_device *edev, struct edu_client *c
 		bo->charged = true;
 	}
 	ret = edu_bo_alloc_pages(edev, bo);
+	trace_edu_bo_pin(bo->client_id, 0, bo->npages, true, ret);
 	if (ret)
 		goto put;
 	bo->vaddr = page_address(bo->pages[0]);
@@ -499,6 +507,8 @@ static bool edu_userptr_invalidate(struct mmu_interval_notifier *mni,
 		WRITE_ONCE(bo->flags, bo->flags | DRM_EDU_ACCEL_BO_INFO_INVALIDATED);
 	spin_unlock(&bo->notifier_lock);
 	if (first) {
+		trace_edu_bo_invalidate(bo->client_id, bo->user_ptr, range->start, range->end,
+					range->event);
 		st = bo->status->vaddr + DRM_EDU_ACCEL_FILE_STATUS_OFFSET;
 		/* Userspace reads it without a lock: publish the flag first. */
 		smp_wmb();
@@ -620,6 +630,7 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 	bo->size = args->size;
 	bo->offset = offset_in_page(args->user_ptr);
 	bo->user_ptr = args->user_ptr;
+	bo->client_id = edu_file_client(file)->id;
 
 	bo->mm = current->mm;
 	mmgrab(bo->mm);
@@ -633,6 +644,8 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 		goto uncharge;
 	}
 	ret = edu_userptr_pin_watched(bo, start);
+	trace_edu_bo_pin(bo->client_id, bo->user_ptr, bo->npages,
+			 !(bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY), ret);
 	if (ret)
 		goto free_pages;
 	ret = edu_bo_dma_map(edev, bo);
@@ -651,6 +664,7 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 
 unpin:
 	mmu_interval_notifier_remove(&bo->notifier);
+	trace_edu_bo_unpin(bo->client_id, bo->user_ptr, bo->npages);
 	unpin_user_pages(bo->pages, bo->npages);
 free_pages:
 	kvfree(bo->pages);

@@ -15,6 +15,7 @@ struct drm_file;
  * struct edu_bo - a buffer object: host pages pinned and DMA-mapped for one edu device
  * @base: GEM object; its reference count is the BO's lifetime
  * @client: accounting of the file that created it (outlives the file while the BO lives)
+ * @client_id: that client's id, known before @client is set (for tracepoints)
  * @dev_link: entry in &edu_accel_device.bos, for debugfs
  * @pages: the pinned pages (BO_CREATE: pages the driver allocated; userptr: FOLL_PIN)
  * @npages: entries of @pages
@@ -39,6 +40,7 @@ struct drm_file;
 struct edu_bo {
 	struct drm_gem_object base;
 	struct edu_client *client;
+	u64 client_id;
 	struct list_head dev_link;
 	struct page **pages;
 	unsigned long npages;

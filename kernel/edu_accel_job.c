@@ -243,16 +243,24 @@ static void edu_bo_sync_range(struct device *dev, struct edu_bo *bo, u64 off, u6
 void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job)
 {
 	struct device *dev = &edev->pdev->dev;
-	u32 i;
+	u32 i, ranges = 0;
+	u64 bytes = 0;
 
 	for (i = 0; i < job->nops; i++) {
 		struct edu_op *op = &job->ops[i];
 
-		if (op->src)
+		if (op->src) {
 			edu_bo_sync_range(dev, op->src, op->src_off, op->size, false);
-		if (op->dst)
+			ranges++;
+			bytes += op->size;
+		}
+		if (op->dst) {
 			edu_bo_sync_range(dev, op->dst, op->dst_off, op->size, false);
+			ranges++;
+			bytes += op->size;
+		}
 	}
+	trace_edu_job_sync(job->owner, job->queue->id, job->seqno, true, ranges, bytes);
 }
 
 /**
@@ -263,14 +271,19 @@ void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job)
 void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job)
 {
 	struct device *dev = &edev->pdev->dev;
-	u32 i;
+	u32 i, ranges = 0;
+	u64 bytes = 0;
 
 	for (i = 0; i < job->nops; i++) {
 		struct edu_op *op = &job->ops[i];
 
-		if (op->dst)
+		if (op->dst) {
 			edu_bo_sync_range(dev, op->dst, op->dst_off, op->size, true);
+			ranges++;
+			bytes += op->size;
+		}
 	}
+	trace_edu_job_sync(job->owner, job->queue->id, job->seqno, false, ranges, bytes);
 }
 
 static const struct drm_sched_backend_ops edu_sched_ops = {
@@ -917,7 +930,8 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 	seqno = ++q->next_seqno;
 	job->seqno = seqno;
 	done = dma_fence_get(&job->base.s_fence->finished);
-	trace_edu_submit(q->id, seqno, job->nops);
+	trace_edu_job_queued(job->owner, q->id, seqno, job->nops, job->nin, done->context,
+			     done->seqno);
 	/* The job may run, end and be freed before push returns: not a word of it after. */
 	drm_sched_entity_push_job(&job->base);
 	edu_submit_fault_delay(to_edu(drm));

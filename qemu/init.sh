@@ -10,6 +10,8 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 mount -t debugfs debugfs /sys/kernel/debug
+# Where the docs point for the driver's tracepoints (also reachable under debugfs/tracing).
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || true
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
 
 die() {

@@ -203,7 +203,9 @@ INSTANTIATE_TEST_SUITE_P(Ranges, UserptrSize,
                                            UserRange{"SixtyFourMiB", 0, 64 * kMiB}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// Root studies the DMA path in debugfs: each BO with its physical runs and bus segments.
+// Root studies the DMA path in debugfs: each BO, found by its handle and user address, with
+// its physical runs and the bus segments the device sees (below the DMA mask; one with the
+// IOMMU, which maps the runs to one contiguous IOVA range).
 TEST_F(BoTest, DebugfsShowsTheLayoutOfEachBo) {
   const auto nodes = hostrt::detail::bound_edu_nodes();
   Mapping m(3 * kPage, PROT_READ | PROT_WRITE);
@@ -215,23 +217,40 @@ TEST_F(BoTest, DebugfsShowsTheLayoutOfEachBo) {
   ASSERT_EQ(bo_info(fd(), h, &info), 0);
   const auto text = hostrt::detail::read_text(nodes[0].debugfs + "/bos");
   ASSERT_TRUE(text);
-  const std::string head = "userptr size=" + std::to_string(2 * kPage) +
-                           " offset=10 pages=3 sg_nents=" + std::to_string(info.sg_nents) +
-                           " dma_nents=" + std::to_string(info.dma_nents);
-  EXPECT_NE(text->find(head), std::string::npos) << *text;
-  // Every physical run of that BO is listed with its address, adding up to its 3 pages.
-  size_t pos = text->find(head), bytes = 0, runs = 0;
+  std::ostringstream id;
+  id << "handle=" << h << " user=0x" << std::hex << reinterpret_cast<std::uintptr_t>(m.data() + 10)
+     << std::dec << " userptr size=" << 2 * kPage << " offset=10 pages=3 sg_nents=" << info.sg_nents
+     << " dma_nents=" << info.dma_nents << " mapped=1 invalidated=0";
+  const size_t pos = text->find(id.str());
+  ASSERT_NE(pos, std::string::npos) << "no line with " << id.str() << " in\n" << *text;
+  // Every physical run of that BO is listed with its address, adding up to its 3 pages, and
+  // every bus segment lies below the device's mask and covers the same bytes.
+  const unsigned mask_bits = static_cast<unsigned>(param(fd(), DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS));
+  size_t bytes = 0, runs = 0, dma_bytes = 0, segments = 0;
   std::istringstream lines(text->substr(pos));
   std::string line;
   std::getline(lines, line);
   while (std::getline(lines, line) && line.rfind("  ", 0) == 0) {
+    const size_t len = std::stoul(line.substr(line.find("len=") + 4));
     if (line.rfind("  sg ", 0) == 0) {
       ++runs;
-      bytes += std::stoul(line.substr(line.find("len=") + 4));
+      bytes += len;
+    } else if (line.rfind("  dma ", 0) == 0) {
+      ++segments;
+      dma_bytes += len;
+      const uint64_t addr = std::stoull(line.substr(line.find("addr=") + 5), nullptr, 16);
+      if (mask_bits < 64) {
+        EXPECT_LE(addr + len, uint64_t{1} << mask_bits) << line;
+      }
     }
   }
   EXPECT_EQ(runs, info.sg_nents);
   EXPECT_EQ(bytes, 3 * kPage);
+  EXPECT_EQ(segments, info.dma_nents);
+  EXPECT_EQ(dma_bytes, 3 * kPage);
+  if (iommu()) {
+    EXPECT_EQ(segments, 1u) << "the IOMMU maps the runs as one IOVA range";
+  }
 }
 
 TEST_F(BoTest, ReadOnlyRegistrationOfReadOnlyMemorySucceeds) {

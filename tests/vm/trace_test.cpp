@@ -1,0 +1,280 @@
+// The driver's tracepoints, read back the way a learner would (tracefs): one copy leaves its
+// whole path in the trace, pin to unpin, with one client id on every event; the device buffer
+// is scrubbed exactly when the client changes. Root only (tracefs), as the VM runs tests.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
+#include <xf86drm.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "detail/sysfs.hpp"
+#include "edu_device.hpp"
+
+using namespace edu_test;
+
+namespace {
+
+constexpr uint64_t kChunk = 4095;
+
+// Without icount every edu DMA takes 100 ms of real time: keep those runs short.
+bool slow_dma() { return env_is("VM_ICOUNT", "off"); }
+
+struct Event {
+  std::string name;
+  std::string text;  // the fields, as TP_printk wrote them
+  std::optional<std::string> field(const std::string& key) const {
+    const std::string k = key + "=";
+    size_t at = 0;
+    while ((at = text.find(k, at)) != std::string::npos) {
+      if (at == 0 || text[at - 1] == ' ') {
+        const size_t end = text.find(' ', at);
+        return text.substr(at + k.size(), end == std::string::npos ? std::string::npos : end - at - k.size());
+      }
+      at += k.size();
+    }
+    return std::nullopt;
+  }
+  uint64_t num(const std::string& key) const {
+    const auto v = field(key);
+    return v ? std::stoull(*v, nullptr, 0) : ~0ull;
+  }
+};
+
+// tracefs where the docs say (/sys/kernel/tracing, mounted by the guest's init), with the
+// driver's events on, cleared; their lines on read().
+class Tracer {
+ public:
+  Tracer() {
+    for (const char* d : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"})
+      if (access((std::string(d) + "/events/edu_accel/enable").c_str(), W_OK) == 0) {
+        dir_ = d;
+        break;
+      }
+    if (dir_.empty()) return;
+    write("buffer_size_kb", "8192");
+    write("trace", "");
+    write("events/edu_accel/enable", "1");
+  }
+  ~Tracer() {
+    if (!dir_.empty()) write("events/edu_accel/enable", "0");
+  }
+  bool ok() const { return !dir_.empty(); }
+  std::vector<Event> read() {
+    write("events/edu_accel/enable", "0");
+    std::vector<Event> out;
+    std::ifstream f(dir_ + "/trace");
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      // "   task-pid  [cpu] flags  ts: name: fields"
+      const size_t name_at = line.find(": edu_");
+      if (name_at == std::string::npos) continue;
+      const size_t colon = line.find(": ", name_at + 2);
+      if (colon == std::string::npos) continue;
+      out.push_back({line.substr(name_at + 2, colon - name_at - 2), line.substr(colon + 2)});
+    }
+    return out;
+  }
+
+ private:
+  void write(const std::string& file, const std::string& value) {
+    std::ofstream f(dir_ + "/" + file, std::ios::trunc);
+    f << value;
+  }
+  std::string dir_;
+};
+
+// One open file with a queue, and helpers for one H2H copy.
+class Client {
+ public:
+  explicit Client(const std::string& node) : fd_(node) {
+    drm_edu_accel_queue_create q;
+    EXPECT_EQ(queue_create(fd(), &q), 0);
+    queue_ = q.queue;
+  }
+  int fd() const { return fd_.get(); }
+  uint32_t queue() const { return queue_; }
+  // Copies n bytes from src to dst (handles) and waits; returns the job's seqno.
+  uint64_t copy(uint32_t src, uint32_t dst, uint64_t n) {
+    uint32_t done = 0;
+    EXPECT_EQ(drmSyncobjCreate(fd(), 0, &done), 0);
+    const drm_edu_accel_copy_op o = op(DRM_EDU_ACCEL_OP_H2H, src, 0, dst, 0, n);
+    const drm_edu_accel_sync out = sync_point(done);
+    uint64_t seqno = 0;
+    EXPECT_EQ(submit(fd(), queue_, &o, 1, nullptr, 0, &out, 1, &seqno), 0);
+    EXPECT_EQ(drmSyncobjWait(fd(), &done, 1, static_cast<int64_t>(abs_deadline_ns(600)), 0, nullptr), 0);
+    drmSyncobjDestroy(fd(), done);
+    return seqno;
+  }
+  uint32_t bo(uint64_t size) {
+    uint32_t h = 0;
+    EXPECT_EQ(bo_create(fd(), size, &h), 0);
+    return h;
+  }
+
+ private:
+  Fd fd_;
+  uint32_t queue_ = 0;
+};
+
+std::string render_node() {
+  const auto nodes = hostrt::detail::bound_edu_nodes();
+  return nodes.empty() ? std::string() : nodes[0].render;
+}
+
+// Index of the first event of `name` at or after `from` that `pred` accepts, or npos.
+template <typename P>
+size_t find(const std::vector<Event>& ev, const std::string& name, size_t from, P pred) {
+  for (size_t i = from; i < ev.size(); ++i)
+    if (ev[i].name == name && pred(ev[i])) return i;
+  return std::string::npos;
+}
+
+TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
+  const std::string node = render_node();
+  ASSERT_FALSE(node.empty());
+  Tracer tracer;
+  if (!tracer.ok()) GTEST_SKIP() << "no tracefs with edu_accel events here";
+  const uint64_t n = slow_dma() ? 3 * kChunk : 1 << 20;
+  // Registered user memory (scattered pages) copied into a driver-allocated BO.
+  std::vector<uint8_t> mem(n);
+  std::mt19937 rng(7);
+  for (auto& b : mem) b = static_cast<uint8_t>(rng());
+  uint64_t seqno = 0, src_nents = 0, dst_nents = 0;
+  bool iommu = false;
+  {
+    Client c(node);
+    iommu = param(c.fd(), DRM_EDU_ACCEL_PARAM_IOMMU) == 1;
+    uint32_t src = 0;
+    ASSERT_EQ(bo_userptr(c.fd(), mem.data(), n, 0, &src), 0);
+    const uint32_t dst = c.bo(n);
+    drm_edu_accel_bo_info si, di;
+    ASSERT_EQ(bo_info(c.fd(), src, &si), 0);
+    ASSERT_EQ(bo_info(c.fd(), dst, &di), 0);
+    src_nents = si.dma_nents;
+    dst_nents = di.dma_nents;
+    seqno = c.copy(src, dst, n);
+  }  // the file closes: BOs unmapped and unpinned
+  const std::vector<Event> ev = tracer.read();
+  std::ostringstream user;
+  user << "0x" << std::hex << reinterpret_cast<uintptr_t>(mem.data());
+  const size_t pin = find(ev, "edu_bo_pin", 0, [&](const Event& e) { return e.field("user") == user.str(); });
+  ASSERT_NE(pin, std::string::npos) << "no edu_bo_pin of " << user.str() << " among " << ev.size()
+                                    << " events";
+  const uint64_t client = ev[pin].num("client");
+  EXPECT_EQ(ev[pin].num("ret"), 0u);
+  auto mine = [&](const Event& e) { return e.num("client") == client; };
+  auto this_job = [&](const Event& e) { return mine(e) && e.num("seqno") == seqno; };
+  auto of_user = [&](const Event& e) { return mine(e) && e.field("user") == user.str(); };
+
+  const size_t map = find(ev, "edu_bo_map", pin, of_user);
+  const size_t queued = find(ev, "edu_job_queued", map, this_job);
+  const size_t run = find(ev, "edu_job_run", queued, this_job);
+  const size_t start = find(ev, "edu_job_start", run, this_job);
+  const size_t to_dev = find(ev, "edu_job_sync", start,
+                             [&](const Event& e) { return this_job(e) && e.field("for") == "device"; });
+  const size_t first_xfer = find(ev, "edu_xfer_start", to_dev, this_job);
+  const size_t to_cpu = find(ev, "edu_job_sync", first_xfer,
+                             [&](const Event& e) { return this_job(e) && e.field("for") == "cpu"; });
+  const size_t done = find(ev, "edu_job_done", to_cpu, this_job);
+  const size_t unmap = find(ev, "edu_bo_unmap", done, of_user);
+  const size_t unpin = find(ev, "edu_bo_unpin", unmap, of_user);
+  // Each step after the one before it: npos anywhere means missing or out of order.
+  for (size_t at : {map, queued, run, start, to_dev, first_xfer, to_cpu, done, unmap, unpin})
+    ASSERT_NE(at, std::string::npos) << "pin " << pin << " map " << map << " queued " << queued << " run "
+                                     << run << " start " << start << " sync(device) " << to_dev << " xfer "
+                                     << first_xfer << " sync(cpu) " << to_cpu << " done " << done << " unmap "
+                                     << unmap << " unpin " << unpin;
+  EXPECT_EQ(ev[map].num("ret"), 0u);
+  EXPECT_EQ(ev[map].num("dma"), src_nents);
+  EXPECT_EQ(ev[done].num("error"), 0u);
+  EXPECT_EQ(ev[run].field("hw_fence"), ev[done].field("hw_fence")) << "one hardware fence from run to done";
+  EXPECT_EQ(ev[to_dev].num("bytes"), 2 * n) << "source and destination handed to the device";
+  EXPECT_EQ(ev[to_cpu].num("bytes"), n) << "the destination handed back";
+
+  // The transfers: all of this job's inside its span, paired, and as many as the docs say:
+  // 2 * ceil(n / 4095) when each side is one DMA segment (the IOMMU maps a BO as one IOVA
+  // range), up to one more chunk per segment boundary without it.
+  uint64_t starts = 0, dones = 0;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    if (!this_job(ev[i])) continue;
+    if (ev[i].name == "edu_xfer_start" || ev[i].name == "edu_xfer_done") {
+      EXPECT_GT(i, start) << "a transfer before its job started";
+      EXPECT_LT(i, done) << "a transfer after its job ended";
+      (ev[i].name == "edu_xfer_start" ? starts : dones)++;
+    }
+  }
+  EXPECT_EQ(starts, dones);
+  const uint64_t minimum = 2 * ((n + kChunk - 1) / kChunk);
+  if (iommu) {
+    EXPECT_EQ(src_nents, 1u);
+  }
+  if (src_nents == 1 && dst_nents == 1) {
+    EXPECT_EQ(starts, minimum);
+  } else {
+    EXPECT_LE(starts, minimum + 2 * (src_nents + dst_nents));
+  }
+  EXPECT_GE(starts, minimum);
+  std::printf("1 copy of %llu bytes: %llu transfers (iommu %s, dma segments %llu + %llu), %zu events\n",
+              static_cast<unsigned long long>(n), static_cast<unsigned long long>(starts),
+              iommu ? "on" : "off", static_cast<unsigned long long>(src_nents),
+              static_cast<unsigned long long>(dst_nents), ev.size());
+}
+
+// The device buffer is shared by every client: it is cleared (one transfer of zeros) before a
+// job whose client is not the buffer's last user, and only then.
+TEST(TraceTest, TheDeviceBufferIsScrubbedExactlyWhenTheClientChanges) {
+  const std::string node = render_node();
+  ASSERT_FALSE(node.empty());
+  Tracer tracer;
+  if (!tracer.ok()) GTEST_SKIP() << "no tracefs with edu_accel events here";
+  Client a(node), b(node);
+  const uint32_t a1 = a.bo(4096), a2 = a.bo(4096), b1 = b.bo(4096), b2 = b.bo(4096);
+  a.copy(a1, a2, 64);  // whoever used the buffer before, from here on it is a's
+  a.copy(a1, a2, 64);
+  b.copy(b1, b2, 64);
+  a.copy(a1, a2, 64);
+  const std::vector<Event> ev = tracer.read();
+  // The clients' order of starts and the scrubs between them, after a's first job.
+  std::vector<std::string> seen;
+  std::optional<uint64_t> ida, idb;
+  for (const Event& e : ev) {
+    if (e.name == "edu_job_queued" && !ida) ida = e.num("client");
+    if (e.name == "edu_job_queued" && ida && e.num("client") != *ida && !idb) idb = e.num("client");
+    if (!ida) continue;
+    if (e.name == "edu_job_start")
+      seen.push_back(e.num("client") == *ida ? "A" : e.num("client") == idb.value_or(~0ull) ? "B" : "?");
+    if (e.name == "edu_scrub") {
+      const uint64_t from = e.num("from_client"), to = e.num("to_client");
+      seen.push_back(std::string("scrub:") +
+                     (from == *ida                  ? "A"
+                      : from == idb.value_or(~0ull) ? "B"
+                                                    : "?") +
+                     ">" +
+                     (to == *ida                  ? "A"
+                      : to == idb.value_or(~0ull) ? "B"
+                                                  : "?"));
+    }
+  }
+  // a's first start may be followed by a scrub from an earlier test's client; from its
+  // second start on, every scrub is known.
+  const auto first_a = std::find(seen.begin(), seen.end(), "A");
+  ASSERT_NE(first_a, seen.end());
+  std::vector<std::string> rest(first_a + 1, seen.end());
+  if (!rest.empty() && rest[0].rfind("scrub:", 0) == 0 && rest[0].back() == 'A') rest.erase(rest.begin());
+  // A job reaches the engine's head (edu_job_start), then the engine clears the buffer for it.
+  const std::vector<std::string> want = {"A", "B", "scrub:A>B", "A", "scrub:B>A"};
+  EXPECT_EQ(rest, want);
+}
+
+}  // namespace
