@@ -70,6 +70,11 @@ coverage-report:
 shell: all
 	qemu/run-vm.sh --config $(CONFIG) --shell
 
+# The driver's tracepoints during a two-process workload, as a timeline: build/trace/timeline.json
+# (ui.perfetto.dev, chrome://tracing) and timeline.png / .svg.
+trace: all
+	scripts/record-trace.sh $(CONFIG)
+
 bench: all
 	tests/bench/run-bench.sh
 
@@ -93,5 +98,5 @@ clean:
 distclean: clean
 	rm -rf $(BUILD)
 
-.PHONY: all deps kernel kernel-debug sparse userspace run check coverage-report shell bench stress \
+.PHONY: all deps kernel kernel-debug sparse userspace run check coverage-report shell trace bench stress \
 	clean distclean

@@ -10,7 +10,7 @@ PKGS=(
 	libdrm-dev
 	libgtest-dev libgmock-dev googletest libbenchmark-dev
 	libmimalloc-dev libjemalloc-dev
-	clang-format python3 lcov
+	clang-format python3 lcov python3-matplotlib
 	linux-source-6.1 flex bison bc libelf-dev libssl-dev xz-utils
 )
 
