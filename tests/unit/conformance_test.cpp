@@ -402,8 +402,16 @@ TEST_P(Conformance, MemoryOfAnotherDeviceIsRefused) {
   Device other = Device::open(1, GetParam());
   PinnedBuffer foreign = other.host_alloc(64);
   Stream s = dev().create_stream();
-  EXPECT_THROW(s.memcpy_async(DevicePtr(0), foreign.data(), 64), InvalidArgument);
+  // WrongDevice (C: hrtErrorWrongDevice), not a plain InvalidArgument: the pointer is valid.
+  EXPECT_THROW(s.memcpy_async(DevicePtr(0), foreign.data(), 64), WrongDevice);
   EXPECT_EQ(*pointer_attributes(foreign.data()).device, 1u);
+  Stream t = other.create_stream();
+  Event e;
+  e.record(t);
+  t.memcpy_async(DevicePtr(0), foreign.data(), 64);
+  e.record(t);
+  EXPECT_THROW(s.wait(e), WrongDevice);
+  t.synchronize();
 }
 
 TEST_P(Conformance, EachDeviceHasItsOwnBuffer) {

@@ -95,6 +95,28 @@ TEST_P(ForkTest, RegisteredRangesAreNotInheritedWhileRegistered) {
   munmap(m, 2 * ps);
 }
 
+// A registration of heap memory rarely starts or ends on a page boundary: the bytes that share
+// its first and last page with it (a malloc neighbour) stay the child's to read. Before, the
+// whole pages were MADV_DONTFORK and the child died by SIGSEGV on its own heap.
+TEST_P(ForkTest, NeighboursOnARegistrationsEdgePagesAreInherited) {
+  const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* m = mmap(nullptr, 4 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* bytes = static_cast<volatile unsigned char*>(m);
+  for (std::size_t i = 0; i < 4 * ps; i += 64) bytes[i] = 5;
+  {
+    // [100, 3 pages - 100): edge pages 0 and 2 hold neighbours, page 1 is wholly inside.
+    PinnedBuffer reg = device->host_register(static_cast<char*>(m) + 100, 3 * ps - 200);
+    EXPECT_EQ(in_child([&] { return bytes[0] == 5 ? 0 : 1; }), 0) << "the neighbour before the range";
+    EXPECT_EQ(in_child([&] { return bytes[3 * ps - 64] == 5 ? 0 : 1; }), 0)
+        << "the neighbour after the range";
+    const int status = in_child([&] { return bytes[ps] == 5 ? 0 : 1; });
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)
+        << "the page wholly inside the range reached the child (status " << status << ")";
+  }
+  munmap(m, 4 * ps);
+}
+
 TEST(ForkCApiTest, AChildGetsHrtErrorUsedAfterFork) {
   setenv("HOSTRT_BACKEND", "emulated", 1);
   SKIP_WITHOUT_DEVICE(Backend::Emulated);

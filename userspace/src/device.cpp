@@ -60,7 +60,8 @@ PinnedBuffer Device::host_register(void* ptr, std::size_t bytes, unsigned flags)
 void Device::free_host_sync(PinnedBuffer&& buffer) {
   PinnedBuffer b = std::move(buffer);  // freed on every path out of here
   if (!b) return;
-  EXPECTS(b.allocation()->device() == core_, "free_host_sync: the buffer belongs to another device");
+  if (b.allocation()->device() != core_)
+    throw WrongDevice(EXDEV, "free_host_sync: the buffer belongs to another device");
   synchronize();
 }
 

@@ -1,7 +1,9 @@
 #include "hostrt/stream.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
@@ -44,7 +46,8 @@ End resolve_host(const detail::DeviceCore& dev, const void* p, std::size_t n, bo
   const auto e = detail::registry().find(p);
   if (!e) return {true, 0, 0};
   const auto a = reinterpret_cast<std::uintptr_t>(p);
-  EXPECTS(e->device == &dev, std::string("memcpy_async: ") + role + " is " + to_string(e->type) +
+  if (e->device != &dev)
+    throw WrongDevice(EXDEV, std::string("memcpy_async: ") + role + " is " + to_string(e->type) +
                                  " memory of another device, or of another Device::open of it (" +
                                  to_string(e->backend) + " #" + std::to_string(e->device_index) + ")");
   EXPECTS(n <= e->end - a, std::string("memcpy_async: ") + role + " range of " + std::to_string(n) +
@@ -183,7 +186,11 @@ void Stream::wait(const Event& event) {
   const auto rec = event.snapshot();
   if (!rec) return;  // never recorded: nothing to wait for
   const auto& other = rec->core;
-  EXPECTS(other->device() == s.device(), "Stream::wait: the event was recorded on another device");
+  if (other->device() != s.device())
+    throw WrongDevice(EXDEV, "Stream::wait: the event was recorded on device " +
+                                 std::to_string(other->device()->index()) + ", the stream is on device " +
+                                 std::to_string(s.device()->index()) +
+                                 " (waits across devices are not supported yet)");
   // A point on this stream itself is already in order; one already reached adds nothing.
   auto add = [&](const std::shared_ptr<detail::StreamCore>& on, std::uint64_t point) {
     if (point != 0 && on != core_ && !on->reached(point)) s.add_wait(on, point);

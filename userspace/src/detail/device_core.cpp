@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
@@ -193,25 +194,26 @@ std::vector<std::shared_ptr<StreamCore>> DeviceCore::streams() {
 
 namespace {
 
-// Undoes register_range's MADV_DONTFORK on the pages of [p, p+n) that no other registered
-// range still touches (only the first and the last page can be shared).
-void fork_back(void* p, std::size_t n) noexcept {
+// The pages wholly inside [p, p+n): those register_range marks MADV_DONTFORK. The first and
+// last pages may hold unrelated data (heap neighbours) that a child must still see; a pinned
+// page there stays the parent's anyway (since 5.x the kernel copies pinned anonymous pages
+// for the child at fork instead of sharing them copy-on-write).
+std::pair<std::uintptr_t, std::uintptr_t> whole_pages(const void* p, std::size_t n) noexcept {
   const std::uintptr_t ps = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<std::uintptr_t>(p);
-  std::uintptr_t lo = begin / ps * ps, hi = (begin + n + ps - 1) / ps * ps;
-  auto shared = [](std::uintptr_t page, std::uintptr_t len) {
-    return registry().overlaps(page, page + len, MemoryType::Registered);
-  };
-  if (shared(lo, ps)) lo += ps;
-  if (hi > lo && shared(hi - ps, ps)) hi -= ps;
-  if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DOFORK);
+  return {(begin + ps - 1) / ps * ps, (begin + n) / ps * ps};
+}
+
+void set_fork(const void* p, std::size_t n, int advice) noexcept {
+  const auto [lo, hi] = whole_pages(p, n);
+  if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, advice);
 }
 
 }  // namespace
 
 Allocation::~Allocation() {
   if (registered_) registry().erase(reinterpret_cast<std::uintptr_t>(bo_.ptr));
-  if (type_ == MemoryType::Registered && size_ != 0) fork_back(bo_.ptr, size_);
+  if (type_ == MemoryType::Registered && size_ != 0) set_fork(bo_.ptr, size_, MADV_DOFORK);
   if (bo_.handle)
     if (DeviceBackend* be = dev_->backend_for_release()) be->release_bo(bo_);
 }
@@ -243,21 +245,20 @@ std::shared_ptr<Allocation> Allocation::register_range(const std::shared_ptr<Dev
   EXPECTS(!DevicePtr::from(ptr), "host_register of a device address");
   DeviceBackend& be = dev->backend("host_register");
   const bool ro = flags & kHostRegisterReadOnly;
-  // Reserve the range first so two threads cannot both pin overlapping memory.
+  auto a = std::make_shared<Allocation>(dev, MemoryType::Registered);
+  // Reserve the range before pinning so two threads cannot both pin overlapping memory; from
+  // here on `a` owns the entry (made first: a throw in between would leave it behind).
   registry().insert(
       {begin, begin + bytes, MemoryType::Registered, dev.get(), dev->index(), dev->kind(), 0, ro});
-  auto a = std::make_shared<Allocation>(dev, MemoryType::Registered);
   a->bo_.ptr = ptr;
   a->registered_ = true;
   a->bo_ = be.register_user(ptr, bytes, ro ? DRM_EDU_ACCEL_BO_USERPTR_READONLY : 0u);
   a->size_ = bytes;
   registry().set_handle(begin, a->bo_.handle);
-  // A child must not get copy-on-write copies of pinned pages: the parent's first write would
-  // move it to a new page the device does not see (the RDMA fork problem). The pages go
-  // unmapped in a child instead. Best effort: madvise may refuse special mappings.
-  const std::uintptr_t ps = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-  const std::uintptr_t lo = begin / ps * ps, hi = (begin + bytes + ps - 1) / ps * ps;
-  (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTFORK);
+  // The registered pages stay out of fork children (a child has no business with memory the
+  // device writes into), but only the pages wholly inside the range: see whole_pages(). Best
+  // effort: madvise may refuse special mappings.
+  set_fork(ptr, bytes, MADV_DONTFORK);
   return a;
 }
 
@@ -384,7 +385,18 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   const std::uint64_t expect = (last_.load(std::memory_order_relaxed) & ~kWaitsQueued) + 1;
   // The stream's timeline point is the job's seqno, so waits need no translation.
   const SyncPoint out{timeline_, 0, expect};
-  const std::uint64_t seqno = be.submit(queue_.id, ops, in, {&out, 1});
+  std::uint64_t seqno = 0;
+  for (;;) {
+    try {
+      seqno = be.submit(queue_.id, ops, in, {&out, 1});
+      break;
+    } catch (const SystemError& e) {
+      if (e.error_code() != EBUSY) throw;
+      // The driver bounds the jobs one file has in flight (max_jobs_per_file): a CUDA stream
+      // never refuses work for that, so wait for one of them to end and submit again.
+      wait_for_any_job(be, expect - 1);
+    }
+  }
   pending_waits_.clear();
   // Clears kWaitsQueued in the same store: the job carries the waits, and its point covers
   // them (a reader never sees the flag gone with the previous point).
@@ -394,6 +406,29 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
                                   std::to_string(expect) + ": the driver breaks the 1, 2, 3... contract" +
                                   where(__FILE__, __LINE__));
   return seqno;
+}
+
+void StreamCore::wait_for_any_job(DeviceBackend& be, std::uint64_t last) {
+  // Our own oldest job first (no other stream's lock is needed for it); else another stream's
+  // or a destroyed stream's, whichever has work left.
+  if (!reached(last)) {
+    be.wait_timeline(timeline_, load_completed(slot_) + 1);
+    return;
+  }
+  for (const auto& s : dev_->streams()) {
+    if (s.get() == this) continue;
+    const std::uint64_t done = load_completed(s->slot_);
+    if (done < s->last_submitted()) {
+      be.wait_timeline(s->timeline_, done + 1);
+      return;
+    }
+  }
+  for (const auto& r : dev_->retired()) {
+    r->wait_quiet();
+    return;
+  }
+  // Jobs of this file we do not know of (another Device::open shares no file): a short pause.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 Staging& StreamCore::staging() {

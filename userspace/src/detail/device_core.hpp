@@ -169,6 +169,10 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   Staging& staging();
 
  private:
+  // The file has as many jobs in flight as the driver allows: blocks until one of them ended.
+  // `last`: this stream's last submitted point. Called under m_.
+  void wait_for_any_job(DeviceBackend& be, std::uint64_t last);
+
   std::shared_ptr<DeviceCore> dev_;
   StreamPriority priority_;
   std::uint64_t fork_generation_;

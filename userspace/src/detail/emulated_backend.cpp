@@ -285,6 +285,10 @@ std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyO
     throw_errno(EINVAL, "SUBMIT: op_count " + std::to_string(ops.size()));
   if (in_syncs.size() > kMaxSyncs || out_syncs.size() > kMaxSyncs)
     throw_errno(EINVAL, "SUBMIT: more than " + std::to_string(kMaxSyncs) + " in- or out-syncs");
+  std::size_t queued = 0;
+  for (const auto& [id, q] : queues_) queued += q.jobs.size();
+  if (queued >= kMaxJobsPerFile)
+    throw_errno(EBUSY, "SUBMIT: " + std::to_string(queued) + " jobs of this file not yet ended");
   // Everything is validated before anything is queued, as the driver does.
   Job job;
   std::uint64_t traffic = 0;

@@ -36,6 +36,7 @@ class EmulatedBackend final : public DeviceBackend {
   static constexpr unsigned kMaxOps = 64;
   static constexpr unsigned kMaxSyncs = 16;
   static constexpr std::uint64_t kMaxJobBytes = 16ull << 20;  // the driver's max_job_mib default
+  static constexpr std::size_t kMaxJobsPerFile = 256;         // the driver's max_jobs_per_file
 
   explicit EmulatedBackend(std::size_t index);
   ~EmulatedBackend() override;  // lets submitted jobs finish, then stops the engine
