@@ -6,7 +6,8 @@
  *  - BO_CREATE: pages the driver allocates where the device can reach them and holds
  *    (cudaHostAlloc), mmap-able;
  *  - BO_USERPTR: a range of the caller's memory pinned with FOLL_LONGTERM (cudaHostRegister).
- * Both are charged to the caller's RLIMIT_MEMLOCK like the RDMA core's ib_umem_get().
+ * Both are charged to the calling user's RLIMIT_MEMLOCK (user->locked_vm, as io_uring does;
+ * also counted in the process's VmPin).
  * Every DMA address is checked against the device mask before the device can see it: edu
  * silently truncates addresses it cannot reach.
  *
@@ -25,6 +26,7 @@
 #include <linux/pagemap.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/user.h>
 #include <linux/hugetlb_inline.h>
 #include <linux/shmem_fs.h>
 #include <linux/slab.h>
@@ -164,25 +166,62 @@ void edu_bo_unmap_all(struct edu_accel_device *edev)
 	mutex_unlock(&edev->obj_lock);
 }
 
-static noinline int edu_charge_locked_vm(struct mm_struct *mm, unsigned long npages)
+/*
+ * The budget is the user's, as io_uring's and the RDMA core's: user->locked_vm against
+ * RLIMIT_MEMLOCK, so that a fork child (or another process of the same user) on the same file
+ * does not start a fresh one. A caller with CAP_IPC_LOCK is not limited.
+ */
+static noinline int edu_charge_locked_vm(struct user_struct *user, unsigned long npages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	s64 pinned = atomic64_add_return(npages, &mm->pinned_vm);
+	unsigned long cur = atomic_long_read(&user->locked_vm);
 
-	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
-		atomic64_sub(npages, &mm->pinned_vm);
-		return -ENOMEM;
-	}
+	do {
+		if (cur + npages > limit || cur + npages < cur)
+			return -ENOMEM;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, cur + npages));
 	return 0;
 }
 ALLOW_ERROR_INJECTION(edu_charge_locked_vm, ERRNO);
 
+/*
+ * Charges @bo's pages to the calling user (unless it may lock memory without limit) and
+ * counts them in the caller's mm (VmPin), which is held until the BO goes.
+ */
+static int edu_bo_charge(struct edu_bo *bo)
+{
+	int ret;
+
+	bo->mm = current->mm;
+	mmgrab(bo->mm);
+	if (!capable(CAP_IPC_LOCK)) {
+		bo->user = get_uid(current_user());
+		ret = edu_charge_locked_vm(bo->user, bo->npages);
+		if (ret) {
+			free_uid(bo->user);
+			bo->user = NULL;
+			return ret;
+		}
+	}
+	atomic64_add(bo->npages, &bo->mm->pinned_vm);
+	bo->charged = true;
+	return 0;
+}
+
+/* Undoes edu_bo_charge(), and whatever part of it was done. */
 static void edu_bo_uncharge(struct edu_bo *bo)
 {
 	if (!bo->mm)
 		return;
-	if (bo->charged)
+	if (bo->charged) {
 		atomic64_sub(bo->npages, &bo->mm->pinned_vm);
+		if (bo->user)
+			atomic_long_sub(bo->npages, &bo->user->locked_vm);
+		bo->charged = false;
+	}
+	if (bo->user)
+		free_uid(bo->user);
+	bo->user = NULL;
 	mmdrop(bo->mm);
 	bo->mm = NULL;
 }
@@ -397,12 +436,9 @@ struct edu_bo *edu_bo_create(struct edu_accel_device *edev, struct edu_client *c
 	bo->client_id = client->id;
 
 	if (!readonly_map) {
-		bo->mm = current->mm;
-		mmgrab(bo->mm);
-		ret = edu_charge_locked_vm(bo->mm, bo->npages);
+		ret = edu_bo_charge(bo);
 		if (ret)
 			goto put;
-		bo->charged = true;
 	}
 	ret = edu_bo_alloc_pages(edev, bo);
 	trace_edu_bo_pin(bo->client_id, 0, bo->npages, true, ret);
@@ -632,12 +668,9 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 	bo->user_ptr = args->user_ptr;
 	bo->client_id = edu_file_client(file)->id;
 
-	bo->mm = current->mm;
-	mmgrab(bo->mm);
-	ret = edu_charge_locked_vm(bo->mm, bo->npages);
+	ret = edu_bo_charge(bo);
 	if (ret)
-		goto drop_mm;
-	bo->charged = true;
+		goto uncharge;
 	bo->pages = kvmalloc_array(bo->npages, sizeof(*bo->pages), GFP_KERNEL_ACCOUNT);
 	if (!bo->pages) {
 		ret = -ENOMEM;
@@ -669,9 +702,7 @@ unpin:
 free_pages:
 	kvfree(bo->pages);
 uncharge:
-	atomic64_sub(bo->npages, &bo->mm->pinned_vm);
-drop_mm:
-	mmdrop(bo->mm);
+	edu_bo_uncharge(bo);
 	kfree(bo);
 	drm_gem_object_put(&status->base);
 	return ret;

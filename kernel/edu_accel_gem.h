@@ -28,7 +28,9 @@ struct drm_file;
  * @user_ptr: registered start address (userptr)
  * @mm: mm charged with the pages (RLIMIT_MEMLOCK), held with mmgrab(); NULL for the
  *	completion page
- * @charged: @npages are counted in @mm's pinned_vm
+ * @charged: @npages are counted in @mm's pinned_vm (and in @user's locked_vm if set)
+ * @user: the user charged with the pages (RLIMIT_MEMLOCK), referenced; NULL when the caller
+ *	had CAP_IPC_LOCK
  * @notifier: userptr: watches the range for unmaps and remaps
  * @notifier_lock: orders @armed against the notifier's invalidations
  * @armed: userptr: the pins are final; an invalidation from now on marks the BO invalid
@@ -53,6 +55,7 @@ struct edu_bo {
 	u64 user_ptr;
 	struct mm_struct *mm;
 	bool charged;
+	struct user_struct *user;
 	struct mmu_interval_notifier notifier;
 	spinlock_t notifier_lock;
 	bool armed;

@@ -70,7 +70,8 @@ int kill_part(const Params& P, Part& part) {
   const int64_t pins0 = pins_outstanding();
   Rng r(P.seed, 2);
 
-  // A survivor of the same user: its own pin and charge must not move while others die.
+  // A survivor of the same user: its own pin and charge must not move while others die, and
+  // once they are gone its whole limit is usable (the user's charge is back at baseline).
   int pipefd[2];
   if (pipe(pipefd)) return part.fail("pipe: %s", strerror(errno));
   fflush(nullptr);
@@ -79,9 +80,10 @@ int kill_part(const Params& P, Part& part) {
     close(pipefd[1]);
     if (!drop_to(kUidA, 16 << 20)) _exit(90);
     Fd f(nodes[0].render);
-    std::vector<uint8_t> mem(1 << 20, 1);
+    // Page-aligned: exactly 256 pinned pages, which the parent waits for (below).
+    void* mem = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     uint32_t h = 0;
-    if (f.get() < 0 || bo_userptr(f.get(), mem.data(), mem.size(), 0, &h)) _exit(91);
+    if (f.get() < 0 || mem == MAP_FAILED || bo_userptr(f.get(), mem, 1 << 20, 0, &h)) _exit(91);
     const uint64_t vmpin = status_kb("VmPin:"), charged = param(f.get(), DRM_EDU_ACCEL_PARAM_PINNED_BYTES);
     char c;
     while (read(pipefd[0], &c, 1) > 0) {
@@ -142,6 +144,12 @@ int kill_part(const Params& P, Part& part) {
     }
     usleep(2000);
   }
+  // The memlock budget is the user's (the driver charges user->locked_vm): the survivor's
+  // limit is whole again only once the victims' BOs, which their last jobs may still hold,
+  // are gone. Their pins go in the same step, so wait for the survivor's 1 MiB alone.
+  if (const int64_t left = settle_pins(pins0 + static_cast<int64_t>((1 << 20) / kPage)))
+    logf("  kill: %lld pinned pages beyond the survivor's still held after the storm",
+         static_cast<long long>(left));
   close(pipefd[1]);
   int st = 0;
   waitpid(survivor, &st, 0);

@@ -337,6 +337,37 @@ TEST_F(BoTest, MemlockLimitBoundsCreatedBosToo) {
   EXPECT_EQ(rc, 0) << "step " << rc << " of the BO_CREATE memlock sequence failed";
 }
 
+// The budget is the user's (io_uring's rule), not the process's: a fork child of an
+// unprivileged process, on the same file, shares it (before, the child's fresh mm started a
+// fresh budget: 12 + 8 pages under a 16-page limit both succeeded), and so does another
+// process of the same user on its own file.
+TEST_F(BoTest, MemlockBudgetIsTheUsersAcrossForkAndFiles) {
+  Fd second(node_);
+  ASSERT_GE(second.get(), 0);
+  const int a = fd(), b = second.get();
+  const int rc = as_unprivileged(16 * kPage, [a, b] {
+    uint32_t h1 = 0, h2 = 0;
+    if (bo_create(a, 12 * kPage, &h1) != 0) return 1;
+    const pid_t child = fork();
+    if (child == 0) {
+      uint32_t h = 0;
+      if (bo_create(a, 8 * kPage, &h) != ENOMEM) _exit(2);  // 12 + 8 > 16, same user
+      if (bo_create(b, 8 * kPage, &h) != ENOMEM) _exit(3);  // another file, same user
+      if (bo_create(a, 4 * kPage, &h) != 0) _exit(4);       // exactly 16
+      if (gem_close(a, h) != 0) _exit(5);
+      _exit(0);
+    }
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return 6;
+    if (WEXITSTATUS(status) != 0) return WEXITSTATUS(status);
+    if (gem_close(a, h1) != 0) return 7;  // the whole budget is back
+    if (bo_create(b, 16 * kPage, &h2) != 0) return 8;
+    if (gem_close(b, h2) != 0) return 9;
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << "step " << rc << " of the per-user memlock sequence failed";
+}
+
 // MADV_DONTNEED drops the page table entries of a BO mapping: the next touch must fault the
 // same pinned page back in (not SIGBUS), with the bytes the device sees.
 TEST_F(BoTest, CreatedBoMappingSurvivesMadvDontneed) {
