@@ -123,7 +123,7 @@ struct drm_edu_accel_get_param {
  *
  * The memory is zeroed, allocated where the device can reach it, stays resident and
  * DMA-mapped for the device until the last reference (handle, mapping, queued job) is gone.
- * It is charged to the caller's RLIMIT_MEMLOCK (unless CAP_IPC_LOCK), as BO_USERPTR is.
+ * It is charged to the calling user's RLIMIT_MEMLOCK (unless CAP_IPC_LOCK), as BO_USERPTR is.
  * Mappings are not inherited by fork() children (VM_DONTCOPY): a child sees no mapping
  * there. MADV_DONTNEED on a mapping is harmless: the next touch maps the same page again.
  *
@@ -152,6 +152,8 @@ struct drm_edu_accel_bo_create {
  *
  * The pages covering the range are pinned (FOLL_LONGTERM) and charged to RLIMIT_MEMLOCK
  * unless the caller has CAP_IPC_LOCK: -ENOMEM past the limit, -EPERM when the limit is zero.
+ * The charge is the user's (what all of the user's processes have pinned through this driver
+ * counts against the caller's limit), as io_uring's registered buffers are.
  * Offsets in copy operations on this BO count from @user_ptr, not from its page.
  * -EFAULT: part of the range is not mapped, or is read-only without the READONLY flag.
  * -ERANGE: the device cannot address some of the pages (no IOMMU, pages above its DMA mask).
