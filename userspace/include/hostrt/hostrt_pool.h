@@ -8,9 +8,8 @@
  *
  * Streams: a handle must be live and of the pool's device (hrtErrorWrongDevice otherwise).
  * NULL is the default stream of the pool's device (for hrtPoolCreate and hrtMallocAsync: of
- * the current device). A stream must stay live while a block allocated on it (or recorded
- * with it) is held; frees pending on a stream keep it alive themselves, so it may be
- * destroyed after the free. hrtPoolMalloc / hrtPoolFree are the stream-less forms (no home
+ * the current device). A stream may be destroyed while a block allocated on it is held, as in
+ * CUDA: its queued work still runs and a later free still waits for it. hrtPoolMalloc / hrtPoolFree are the stream-less forms (no home
  * stream; free on the home stream).
  *
  * hrtDeviceReset closes the device: its pools (the default one included) refuse allocations
