@@ -66,6 +66,28 @@ TEST_P(CApi, MallocHostFreeHostAndAttributes) {
   EXPECT_EQ(hrtFreeHostSync(p), hrtSuccess);
 }
 
+// The driver refuses a copy naming a registration whose range was unmapped under its pins
+// (-ESTALE): the caller must register again. That reached C as hrtErrorUnknown ("Stale file
+// handle"); it is a bad argument, with a message that says what to do.
+TEST_P(CApi, ACopyFromAnUnmappedRegistrationIsInvalidValueWithAReason) {
+  if (GetParam() == Backend::Emulated)
+    GTEST_SKIP() << "the emulated backend does not watch registered ranges";
+  const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* m = mmap(nullptr, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  std::memset(m, 1, 2 * ps);
+  ASSERT_EQ(hrtHostRegister(m, 2 * ps, 0), hrtSuccess) << hrtGetLastErrorMessage();
+  ASSERT_EQ(munmap(m, 2 * ps), 0);
+  hrtStream_t s = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&s), hrtSuccess);
+  EXPECT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), m, 64, hrtMemcpyHostToDevice, s), hrtErrorInvalidValue);
+  EXPECT_NE(std::string(hrtGetLastErrorMessage()).find("register the range again"), std::string::npos)
+      << hrtGetLastErrorMessage();
+  EXPECT_EQ(hrtStreamSynchronize(s), hrtSuccess);
+  EXPECT_EQ(hrtStreamDestroy(s), hrtSuccess);
+  EXPECT_EQ(hrtHostUnregister(m), hrtSuccess);
+}
+
 TEST_P(CApi, RegisterUnregisterAndDoubleRegistration) {
   std::vector<unsigned char> v(10000);
   ASSERT_EQ(hrtHostRegister(v.data(), v.size(), hrtHostRegisterDefault), hrtSuccess);

@@ -10,6 +10,11 @@ namespace hostrt {
 void throw_errno(int err, const std::string& context) {
   const std::string msg = context + ": " + std::strerror(err);
   switch (err) {
+    case ESTALE:  // SUBMIT naming a registration whose range changed under its pins
+      throw InvalidArgument(err, context +
+                                     ": the registered memory was unmapped or remapped after "
+                                     "it was registered (its pins are not the range's pages any "
+                                     "more); unregister it and register the range again");
     case ENOMEM:
     case EAGAIN:
     case EPERM:   // BO_USERPTR with RLIMIT_MEMLOCK of zero

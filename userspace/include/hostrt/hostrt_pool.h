@@ -9,8 +9,8 @@
  * Streams: a handle must be live and of the pool's device (hrtErrorWrongDevice otherwise).
  * NULL is the default stream of the pool's device (for hrtPoolCreate and hrtMallocAsync: of
  * the current device). A stream may be destroyed while a block allocated on it is held, as in
- * CUDA: its queued work still runs and a later free still waits for it. hrtPoolMalloc / hrtPoolFree are the stream-less forms (no home
- * stream; free on the home stream).
+ * CUDA: its queued work still runs and a later free still waits for it. hrtPoolMalloc / hrtPoolFree are the
+ * stream-less forms (no home stream; free on the home stream).
  *
  * hrtDeviceReset closes the device: its pools (the default one included) refuse allocations
  * with hrtErrorDeviceLost from then on, but their blocks stay valid, and frees (with NULL or
