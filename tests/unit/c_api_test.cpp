@@ -8,22 +8,14 @@
 #include <thread>
 #include <vector>
 
+#include "c_api_fixture.hpp"
 #include "hostrt/hostrt.h"
 #include "test_util.hpp"
 
 namespace hostrt::test {
 namespace {
 
-class CApi : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    ::setenv("HOSTRT_BACKEND", GetParam() == Backend::Emulated ? "emulated" : "drm", 1);
-    SKIP_WITHOUT_DEVICE(GetParam());
-    ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
-    hrtGetLastError();
-  }
-  void TearDown() override { ::unsetenv("HOSTRT_BACKEND"); }
-};
+class CApi : public CApiBackendTest {};
 
 TEST_P(CApi, DevicesAndParams) {
   int n = -1;

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <memory>
 
+#include "c_api_fixture.hpp"
 #include "hostrt/hostrt.h"
 #include "hostrt/hostrt.hpp"
 #include "hostrt/hostrt_pool.h"
@@ -163,16 +164,7 @@ TEST(ForkCApiTest, ResetInAChildDropsTheParentsDeviceWithoutWaiting) {
 // completion page is not inherited (VM_DONTCOPY), and hrtFreeAsync, hrtEventQuery and
 // hrtEventSynchronize on the parent's objects died with SIGSEGV in the child, while
 // hrtEventRecord on the parent's stream succeeded.
-class ForkCApiBackends : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    ::setenv("HOSTRT_BACKEND", GetParam() == Backend::Emulated ? "emulated" : "drm", 1);
-    SKIP_WITHOUT_DEVICE(GetParam());
-    ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
-    hrtGetLastError();
-  }
-  void TearDown() override { ::unsetenv("HOSTRT_BACKEND"); }
-};
+class ForkCApiBackends : public CApiBackendTest {};
 
 TEST_P(ForkCApiBackends, EventsStreamsAndFreesOfTheParentGiveUsedAfterForkNotACrash) {
   hrtStream_t s = nullptr;
