@@ -15,6 +15,7 @@
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/sched.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 
 #include <uapi/drm/edu_accel.h>
@@ -22,6 +23,7 @@
 #include "edu_accel_drv.h"
 #include "edu_accel_gem.h"
 #include "edu_accel_hw.h"
+#include "edu_accel_job.h"
 
 #define EDU_PCI_VENDOR	0x1234
 #define EDU_PCI_DEVICE	0x11e8
@@ -177,7 +179,27 @@ static void edu_accel_postclose(struct drm_device *drm, struct drm_file *file)
 	edu_file_close(file);
 }
 
-DEFINE_DRM_GEM_FOPS(edu_accel_fops);
+/*
+ * /proc/<pid>/fdinfo/<fd> in the kernel's drm-usage-stats format
+ * (Documentation/gpu/drm-usage-stats.rst): drm-client-id is the number every tracepoint and
+ * debugfs file names the client by, which is how a process joins its own trace to the
+ * driver's. 6.1's DRM core prints nothing here itself.
+ */
+static void edu_accel_show_fdinfo(struct seq_file *m, struct file *f)
+{
+	struct drm_file *file = f->private_data;
+	struct drm_device *drm = file->minor->dev;
+
+	seq_printf(m, "drm-driver:\t%s\n", drm->driver->name);
+	seq_printf(m, "drm-pdev:\t%s\n", dev_name(drm->dev));
+	seq_printf(m, "drm-client-id:\t%llu\n", edu_file_client(file)->id);
+}
+
+static const struct file_operations edu_accel_fops = {
+	.owner = THIS_MODULE,
+	DRM_GEM_FOPS,
+	.show_fdinfo = edu_accel_show_fdinfo,
+};
 
 static const struct drm_driver edu_accel_driver = {
 	.driver_features = DRIVER_GEM | DRIVER_RENDER | DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE,
