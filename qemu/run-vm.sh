@@ -18,6 +18,9 @@
 #   --out DIR         where results land (default BUILD/vm/runs/CONFIG); the guest sees /out
 #   --shell           interactive shell on the serial console instead of a command
 #   --quiet           console to DIR/console.log only; its tail is printed on failure
+#   --qemu-trace PAT  enable QEMU's own trace events matching PAT (repeatable; list them with
+#                     `qemu-system-x86_64 -trace help`), logged to DIR/qemu-trace.log: what the
+#                     emulated hardware did, e.g. vtd_dmar_translate (IOVA -> guest-physical)
 # In the guest: $BUILD and $SRC are the host's build and source trees (under /host),
 # `hostrun BIN` runs a host binary, and $VM_* describe the machine.
 set -euo pipefail
@@ -28,6 +31,7 @@ build=${BUILD_DIR:-$src/build}
 mkdir -p "$build" && build=$(cd "$build" && pwd -P)
 
 config=noiommu timeout_s=900 out= shell=0 quiet=0 kvm=${VM_KVM:-off}
+qtrace=()
 declare -A over=()
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -45,6 +49,7 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--shell) shell=1; shift ;;
 	--quiet) quiet=1; shift ;;
+	--qemu-trace) qtrace+=(-trace "enable=$2"); shift 2 ;;
 	--) shift; break ;;
 	-*) echo "run-vm: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
@@ -146,6 +151,8 @@ qemu=(qemu-system-x86_64 -machine "$machine" "${accel[@]}" -m "$MEM" -smp "$SMP"
 	"${iommu_dev[@]}" "${edu_dev[@]}"
 	-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on"
 	-virtfs "local,path=$out,mount_tag=out,security_model=none")
+# One log for every pattern: the file= of the last -trace option wins.
+[ ${#qtrace[@]} -eq 0 ] || qemu+=("${qtrace[@]}" -trace "file=$out/qemu-trace.log")
 agent=
 if [ "$HOTPLUG" = on ]; then
 	# The monitor socket lives outside the shared directory (the guest has no business with

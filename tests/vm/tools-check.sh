@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# make run's demo and hostrt-smi in the VM, as a user would run them: the demo must pass its
-# checks on every device and hostrt-smi must list every bound device with the driver's state.
+# make run's demo, hostrt-smi and edu-inspect in the VM, as a user would run them: the demo
+# must pass its checks on every device, hostrt-smi must list every bound device with the
+# driver's state, and edu-inspect's views of one buffer (pagemap, debugfs, BO_INFO, a copy's
+# trace, the pool) must agree with each other (its --check; make tour runs it in every
+# configuration).
 #
 # usage: tests/vm/tools-check.sh CONFIG USERSPACE_BUILD_DIR
 set -uo pipefail
@@ -10,7 +13,8 @@ config=$1 bin=$(cd "$2" && pwd -P)
 build=$(cd "${BUILD_DIR:-$src/build}" 2>/dev/null && pwd -P || echo "$src/build")
 out="$build/vm/runs/$config-tools"
 "$src/qemu/run-vm.sh" --quiet --config "$config" --out "$out" -- \
-	"hostrun /host$bin/hostrt-demo > /out/demo.txt && hostrun /host$bin/hostrt-smi > /out/smi.txt"
+	"hostrun /host$bin/hostrt-demo > /out/demo.txt && hostrun /host$bin/hostrt-smi > /out/smi.txt &&
+	 hostrun /host$bin/edu-inspect --copy --pool --check > /out/inspect.txt"
 vm=$?
 fail=0
 check() { grep -q "$2" "$out/$1" 2>/dev/null || { echo "FAIL: $1 lacks '$2'"; fail=1; }; }
@@ -20,6 +24,9 @@ devices=$(sed -n 's/^devices bound to edu_accel: //p' "$out/demo.txt" 2>/dev/nul
 [ -n "$devices" ] && [ "$devices" -ge 1 ] || { echo "FAIL: the demo found no device"; fail=1; }
 [ "$(grep -c 'renderD' "$out/smi.txt" 2>/dev/null)" -ge "${devices:-1}" ] ||
 	{ echo "FAIL: hostrt-smi does not list the $devices devices"; fail=1; }
-cat "$out/demo.txt" "$out/smi.txt" 2>/dev/null
+check inspect.txt '^checks: [0-9]* passed, 0 failed'
+# The IOMMU maps each buffer as one IOVA range: a 1 MiB copy is then 2 * ceil(1 MiB / 4095).
+[ "$config" != iommu ] || check inspect.txt '^SUMMARY copy transfers=514 '
+cat "$out/demo.txt" "$out/smi.txt" "$out/inspect.txt" 2>/dev/null
 echo "logs: $out"
 [ $vm -eq 0 ] && [ $fail -eq 0 ]
