@@ -68,6 +68,7 @@ bool parse(int argc, char** argv, Options& o) {
   return o.size > 0 && (o.userptr || o.bo);
 }
 
+// SIGTERM too: a shell without job control starts `edu-inspect --hold &` with SIGINT ignored.
 void hold() {
   sigset_t set;
   sigemptyset(&set);
@@ -76,7 +77,7 @@ void hold() {
   sigprocmask(SIG_BLOCK, &set, nullptr);
   std::printf(
       "\nholding the buffers: look at /sys/kernel/debug/dri/*/bos, /proc/%d/status ...;\n"
-      "release with kill -INT %d (or Ctrl-C)\n",
+      "release with kill %d (or Ctrl-C in the foreground)\n",
       getpid(), getpid());
   std::fflush(stdout);
   int sig = 0;
