@@ -1,25 +1,48 @@
 #!/usr/bin/env python3
 """The driver's trace (tracefs text, edu_accel:* events) as a timeline.
 
-  trace-timeline.py TRACE.txt OUT_PREFIX [--check]
+  trace-timeline.py TRACE.txt OUT_PREFIX [--runtime HOSTRT_TRACE_FILE...] [--check]
 
 writes OUT_PREFIX.json (Chrome/Perfetto trace-event format: open it in ui.perfetto.dev or
 chrome://tracing) and OUT_PREFIX.png / .svg (the same timeline as a picture, if matplotlib is
 installed). Tracks: the engine (each transfer a slice, coloured by client, and the scrubs
 between clients), and one track per queue of each client (each job: waiting from SUBMIT to
-the engine's head, then on the engine until its fence signals).
+the engine's head, then on the engine until its fence signals), drm_sched's and dma_fence's
+events, and with --runtime the files hostrt's HOSTRT_TRACE wrote: each program's API calls per
+thread and its pool (blocks freed and waiting for their jobs, with an arrow from the job that
+made each reusable; see trace_runtime.py).
 
 --check validates the JSON against the trace-event format and checks invariants on the
 trace: every transfer lies inside its job's span, transfers never overlap (one engine), and
-the device buffer is scrubbed exactly when its client changes. Exit status 1 on a violation.
+the device buffer is scrubbed exactly when its client changes, and (with --runtime) that no
+pool block is handed out again before the last job that used it is done. Exit status 1 on a
+violation.
 """
 import json
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace_runtime  # noqa: E402
 
 LINE = re.compile(r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\][^:]*?\s(?P<ts>\d+\.\d+):\s+"
                   r"(?P<event>edu_\w+):\s(?P<fields>.*)$")
 FIELD = re.compile(r"(\w+)=(\S+)")
+# drm_sched's and dma_fence's events, shown beside ours as they are.
+OTHER = re.compile(r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\][^:]*?\s(?P<ts>\d+\.\d+):\s+"
+                   r"(?P<event>drm_\w+|dma_fence_\w+):\s(?P<fields>.*)$")
+
+
+def parse_other(path):
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = OTHER.match(line)
+            if m:
+                out.append({"ts": float(m.group("ts")) * 1e6, "event": m.group("event"),
+                            "text": m.group("fields").strip(), "task": m.group("task").strip()})
+    return out
 
 
 def parse(path):
@@ -67,17 +90,22 @@ def build(events):
     return jobs, xfers, scrubs
 
 
-def to_trace_events(jobs, xfers, scrubs):
+def queue_tids(jobs):
+    tids = {}
+    for (client, queue, _) in sorted(jobs):
+        tids.setdefault((client, queue), len(tids) + 1)
+    return tids
+
+
+def to_trace_events(jobs, xfers, scrubs, others=(), runtime=()):
     out = [{"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": "edu engine (one DMA channel)"}},
            {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "transfers"}},
            {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "scrubs (buffer cleared for a new client)"}},
            {"ph": "M", "pid": 2, "tid": 0, "name": "process_name", "args": {"name": "queues (client / queue)"}}]
-    tids = {}
-    for (client, queue, _), j in sorted(jobs.items()):
-        if (client, queue) not in tids:
-            tids[(client, queue)] = len(tids) + 1
-            out.append({"ph": "M", "pid": 2, "tid": tids[(client, queue)], "name": "thread_name",
-                        "args": {"name": f"client {client} queue {queue}"}})
+    tids = queue_tids(jobs)
+    for (client, queue), tid in tids.items():
+        out.append({"ph": "M", "pid": 2, "tid": tid, "name": "thread_name",
+                    "args": {"name": f"client {client} queue {queue}"}})
     for (client, queue, seqno), j in sorted(jobs.items()):
         if "queued" not in j or "done" not in j:
             continue
@@ -100,8 +128,18 @@ def to_trace_events(jobs, xfers, scrubs):
         if "end" in s:
             out.append({"ph": "X", "pid": 1, "tid": 2, "cat": "scrub", "name": f"scrub {s['from']} -> {s['to']}",
                         "ts": s["ts"], "dur": s["end"] - s["ts"], "args": {"from_client": s["from"], "to_client": s["to"]}})
+    if others:
+        out.append({"ph": "M", "pid": 3, "tid": 0, "name": "process_name", "args": {"name": "kernel: drm_sched and dma_fence"}})
+        names = sorted({o["event"] for o in others})
+        for i, name in enumerate(names):
+            out.append({"ph": "M", "pid": 3, "tid": i + 1, "name": "thread_name", "args": {"name": name}})
+        for o in others:
+            out.append({"ph": "i", "s": "t", "pid": 3, "tid": names.index(o["event"]) + 1, "cat": "kernel",
+                        "name": o["event"], "ts": o["ts"], "args": {"fields": o["text"], "task": o["task"]}})
+    out += trace_runtime.to_trace_events(runtime, jobs, tids)
     return {"traceEvents": out, "displayTimeUnit": "ms",
-            "otherData": {"source": "edu_accel tracepoints (tracefs)", "clock": "trace clock, microseconds"}}
+            "otherData": {"source": "edu_accel, gpu_scheduler and dma_fence tracepoints (tracefs), hostrt's HOSTRT_TRACE",
+                          "clock": "CLOCK_MONOTONIC (tracefs trace_clock mono), microseconds"}}
 
 
 def check_format(doc):
@@ -153,7 +191,7 @@ def check_invariants(jobs, xfers, scrubs, events):
     return bad
 
 
-def render(jobs, xfers, scrubs, prefix):
+def render(jobs, xfers, scrubs, prefix, runtime=()):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -171,7 +209,13 @@ def render(jobs, xfers, scrubs, prefix):
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
     colour = {c: palette[i % len(palette)] for i, c in enumerate(clients)}
     queues = sorted({(k[0], k[1]) for k in jobs})
-    rows = ["engine: transfers", "engine: scrubs"] + [f"client {c} queue {q}" for c, q in queues]
+    # Each traced process's pool: which client it is (device_open), its waiting frees, its reuses.
+    client_of = {e["pid"]: int(e["f"]["client"]) for e in runtime if e["event"] == "device_open"}
+    frees = trace_runtime.pending_frees(runtime)
+    pool_pids = sorted({f["pid"] for f in frees})
+    pool_row = {pid: f"pool of client {client_of.get(pid, '?')}\n(process {pid})" for pid in pool_pids}
+    rows = (["engine: transfers", "engine: scrubs"] + [f"client {c} queue {q}" for c, q in queues]
+            + [pool_row[p] for p in pool_pids])
     fig, ax = plt.subplots(figsize=(13, 1.2 + 0.55 * len(rows)))
     y = {name: len(rows) - 1 - i for i, name in enumerate(rows)}
     # White edges keep back-to-back transfers apart: each is one DMA of at most 4095 bytes.
@@ -188,9 +232,37 @@ def render(jobs, xfers, scrubs, prefix):
         running = [(ms(j["start"]), max(ms(j["done"]) - ms(j["start"]), 0.01)) for j in mine if "start" in j]
         ax.broken_barh(waiting, (row - 0.35, 0.7), facecolors="#dddddd", edgecolors="#999999", linewidth=0.5)
         ax.broken_barh(running, (row - 0.25, 0.5), facecolors=colour[c], edgecolors="white", linewidth=0.5)
+    for pid in pool_pids:
+        row = y[pool_row[pid]]
+        mine = sorted((f for f in frees if f["pid"] == pid and "reusable" in f), key=lambda f: f["ts"])
+        # Blocks pending at the same time get lanes of their own, so each wait reads as one bar.
+        lane_end, lane_of = [], {}
+        for f in mine:
+            free_lane = next((i for i, end in enumerate(lane_end) if end <= f["ts"]), len(lane_end))
+            lane_end[free_lane:free_lane + 1] = [f["reusable"]]
+            lane_of[id(f)] = free_lane
+        lanes = max(len(lane_end), 1)
+        for f in mine:
+            lo = row - 0.3 + 0.6 * lane_of[id(f)] / lanes
+            ax.broken_barh([(ms(f["ts"]), max(ms(f["reusable"]) - ms(f["ts"]), 0.01))], (lo + 0.03, 0.6 / lanes - 0.06),
+                           facecolors="white", edgecolors=colour.get(client_of.get(pid), "grey"), hatch="////",
+                           linewidth=0.8)
+        again = [e for e in trace_runtime.reuses(runtime) if e["pid"] == pid]
+        ax.plot([ms(e["ts"]) for e in again], [row] * len(again), linestyle="none", marker="v", markersize=6,
+                color="black")
+        # The fence that let each block go: from its job's end to where the pool saw it.
+        streams = trace_runtime.stream_queues(runtime)
+        for f in mine:
+            for stream, point in f["waits"]:
+                cq = streams.get((pid, stream))
+                j = jobs.get((cq[0], cq[1], point)) if cq else None
+                if j and "done" in j and f"client {cq[0]} queue {cq[1]}" in y:
+                    ax.annotate("", xy=(ms(f["reusable"]), row + 0.3),
+                                xytext=(ms(j["done"]), y[f"client {cq[0]} queue {cq[1]}"] - 0.25),
+                                arrowprops={"arrowstyle": "->", "color": "#555555", "linewidth": 0.7})
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(list(reversed(rows)))
-    ax.set_xlabel("time since the first job was queued (ms, trace clock)")
+    ax.set_xlabel("time since the first job was queued (ms, CLOCK_MONOTONIC: the driver's tracepoints and hostrt's own trace)")
     njobs = sum(1 for j in jobs.values() if "done" in j)
     ax.set_title(f"edu_accel DMA timeline: {njobs} jobs of {len(clients)} clients (open files), "
                  f"{len(xfers)} transfers, {len(scrubs)} scrubs\n"
@@ -201,6 +273,14 @@ def render(jobs, xfers, scrubs, prefix):
     legend += [Patch(facecolor="#dddddd", edgecolor="#999999",
                      label="job submitted, waiting (for its in-syncs, then for the engine)"),
                Patch(facecolor="black", label="scrub: device buffer cleared before another client's job")]
+    if pool_pids:
+        from matplotlib.lines import Line2D
+        legend += [Patch(facecolor="white", edgecolor="grey", hatch="////",
+                         label="pool block freed while its copy was queued: held until the pool sees that job done"),
+                   Line2D([], [], color="#555555", linewidth=0.7,
+                          label="the job whose end made the block reusable"),
+                   Line2D([], [], linestyle="none", marker="v", color="black",
+                          label="pool hands a cached block out again (reuse)")]
     fig.legend(handles=legend, loc="lower center", ncol=2, fontsize=9, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout(rect=(0, 0.06 + 0.5 / (1.2 + 0.55 * len(rows)), 1, 1))
@@ -216,24 +296,34 @@ def main(argv):
     if len(argv) < 3:
         print(__doc__)
         return 2
+    opts = argv[3:]
+    check = "--check" in opts
+    rt_paths = [a for a in opts if a not in ("--check", "--runtime")]
     events = parse(argv[1])
     jobs, xfers, scrubs = build(events)
-    doc = to_trace_events(jobs, xfers, scrubs)
+    runtime = trace_runtime.parse(rt_paths)
+    doc = to_trace_events(jobs, xfers, scrubs, parse_other(argv[1]), runtime)
     with open(argv[2] + ".json", "w", encoding="utf-8") as f:
         json.dump(doc, f)
-    paths = [argv[2] + ".json"] + render(jobs, xfers, scrubs, argv[2])
-    print(f"trace-timeline: {len(events)} events, {len(jobs)} jobs, {len(xfers)} transfers, {len(scrubs)} scrubs -> "
-          + ", ".join(paths))
-    if "--check" not in argv[3:]:
+    paths = [argv[2] + ".json"] + render(jobs, xfers, scrubs, argv[2], runtime)
+    print(f"trace-timeline: {len(events)} events, {len(jobs)} jobs, {len(xfers)} transfers, {len(scrubs)} scrubs, "
+          f"{len(runtime)} runtime events of {len({e['pid'] for e in runtime})} process(es) -> " + ", ".join(paths))
+    if not check:
         return 0
     with open(argv[2] + ".json", encoding="utf-8") as f:
         bad = check_format(json.load(f))
     bad += check_invariants(jobs, xfers, scrubs, events)
     if not jobs or not xfers:
         bad.append("the trace holds no job or no transfer")
+    if rt_paths:
+        bad += trace_runtime.check(runtime, jobs)
+        frees = trace_runtime.pending_frees(runtime)
+        if not frees:
+            bad.append("the runtime's trace holds no free that waited for a job (nothing to check reuse against)")
     for b in bad[:20]:
         print("trace-timeline: VIOLATION " + b)
-    print(f"trace-timeline: {'FAIL' if bad else 'PASS'} {len(bad)} violation(s) in {len(jobs)} jobs, {len(xfers)} transfers")
+    print(f"trace-timeline: {'FAIL' if bad else 'PASS'} {len(bad)} violation(s) in {len(jobs)} jobs, {len(xfers)} transfers, "
+          f"{len(trace_runtime.reuses(runtime))} pool reuses")
     return 1 if bad else 0
 
 
