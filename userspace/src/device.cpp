@@ -2,6 +2,7 @@
 
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
+#include "detail/trace.hpp"
 #include "hostrt/error.hpp"
 #include "hostrt/pool.hpp"
 
@@ -78,6 +79,7 @@ Stream Device::create_stream(StreamPriority priority) {
 
 void Device::synchronize() {
   live(core_, "synchronize");
+  const detail::trace::ApiSpan span(detail::trace::Api::DeviceSynchronize);
   // Points are sampled first, so work submitted meanwhile by other threads is not waited for.
   std::vector<std::pair<std::shared_ptr<detail::StreamCore>, std::uint64_t>> points;
   for (auto& s : core_->streams()) points.emplace_back(s, s->last_submitted());

@@ -5,6 +5,7 @@
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
+#include "detail/trace.hpp"
 #include "hostrt/stream.hpp"
 
 namespace hostrt {
@@ -36,6 +37,10 @@ void Event::record(Stream& stream) {
   r->deps = stream.core()->pending_waits();
   r->core = stream.core();
   r->point = r->core->last_submitted();
+  detail::trace::emit(detail::trace::Kind::ApiBegin,
+                      static_cast<std::uint64_t>(detail::trace::Api::EventRecord), stream.id(), 0, r->point);
+  detail::trace::emit(detail::trace::Kind::ApiEnd,
+                      static_cast<std::uint64_t>(detail::trace::Api::EventRecord));
   std::shared_ptr<const Recorded> made = std::move(r);
   std::lock_guard lk(m_);
   rec_.swap(made);
@@ -56,6 +61,7 @@ bool Event::query() const {
 void Event::synchronize() {
   const auto r = snapshot();
   if (!usable(r, "Event::synchronize")) return;
+  const detail::trace::ApiSpan span(detail::trace::Api::EventSynchronize, r->core->id(), 0, r->point);
   for (const auto& [s, p] : r->deps) s->wait_until(p);
   r->core->wait(r->point);
 }

@@ -9,6 +9,7 @@
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
 #include "detail/registry.hpp"
+#include "detail/trace.hpp"
 #include "hostrt/event.hpp"
 
 namespace hostrt {
@@ -57,6 +58,35 @@ End resolve_host(const detail::DeviceCore& dev, const void* p, std::size_t n, bo
   return {false, e->handle, a - e->begin};
 }
 
+// The jobs one memcpy_async queued, for HOSTRT_TRACE: written when the call returns.
+class CopyTrace {
+ public:
+  CopyTrace(std::uint64_t stream, const void* dst, const void* src, std::size_t n, CopyKind kind) noexcept
+      : stream_(stream), dst_(dst), src_(src), n_(n), kind_(kind) {}
+  CopyTrace(const CopyTrace&) = delete;
+  CopyTrace& operator=(const CopyTrace&) = delete;
+  ~CopyTrace() {
+    if (last_ == 0) return;
+    using detail::trace::Kind;
+    detail::trace::emit(Kind::Copy, stream_, reinterpret_cast<std::uintptr_t>(dst_),
+                        reinterpret_cast<std::uintptr_t>(src_), n_);
+    detail::trace::emit(Kind::CopyPoints, stream_, first_, last_, static_cast<std::uint64_t>(kind_));
+  }
+  std::uint64_t operator()(std::uint64_t seqno) noexcept {
+    if (first_ == 0) first_ = seqno;
+    last_ = seqno;
+    return seqno;
+  }
+
+ private:
+  std::uint64_t stream_;
+  const void* dst_;
+  const void* src_;
+  std::size_t n_;
+  CopyKind kind_;
+  std::uint64_t first_ = 0, last_ = 0;
+};
+
 // A staged chunk, released (stream-ordered) when it goes.
 class StagedChunk {
  public:
@@ -99,6 +129,7 @@ void Stream::wait_point(std::uint64_t point) { live(core_, "wait_point").wait(po
 
 void Stream::synchronize() {
   auto& s = live(core_, "synchronize");
+  const detail::trace::ApiSpan span(detail::trace::Api::StreamSynchronize, s.id(), 0, s.last_submitted());
   s.wait(s.last_submitted());
 }
 
@@ -118,6 +149,8 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
           "memcpy_async: unknown copy kind " + std::to_string(static_cast<int>(kind)));
   if (n == 0) return;
   EXPECTS(dst != nullptr && src != nullptr, "memcpy_async: null pointer");
+  const detail::trace::ApiSpan span(detail::trace::Api::Memcpy, s.id(), n, static_cast<std::uint64_t>(kind));
+  CopyTrace traced(s.id(), dst, src, n, kind);
   const Capabilities& caps = dev->caps();
   const End from = kind == CopyKind::D2H ? resolve_device(src, n, caps, "source")
                                          : resolve_host(*dev, src, n, false, "source");
@@ -137,7 +170,7 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
     // long): a larger copy goes as several jobs, back to back on the stream.
     const std::size_t per_job = caps.max_job_bytes / (kind == CopyKind::H2H ? 2 : 1);
     if (per_job == 0 || n <= per_job) {
-      s.submit({&op, 1});
+      traced(s.submit({&op, 1}));
       return;
     }
     for (std::size_t done = 0; done < n; done += per_job) {
@@ -145,7 +178,7 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
       o.size = std::min(n - done, per_job);
       o.src_offset = from.offset + done;
       o.dst_offset = to.offset + done;
-      s.submit({&o, 1});
+      traced(s.submit({&o, 1}));
     }
     return;
   }
@@ -172,7 +205,7 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
       o.dst_handle = dc.chunk.handle;
       o.dst_offset = dc.chunk.offset;
     }
-    const std::uint64_t seqno = s.submit({&o, 1});
+    const std::uint64_t seqno = traced(s.submit({&o, 1}));
     if (to.pageable) {
       s.wait(seqno);
       std::memcpy(out + done, dc.chunk.ptr, c);
@@ -185,6 +218,7 @@ void Stream::wait(const Event& event) {
   auto& s = live(core_, "wait");
   const auto rec = event.snapshot();
   if (!rec) return;  // never recorded: nothing to wait for
+  const detail::trace::ApiSpan span(detail::trace::Api::StreamWait, s.id(), rec->core->id(), rec->point);
   const auto& other = rec->core;
   if (other->device() != s.device())
     throw WrongDevice(EXDEV, "Stream::wait: the event was recorded on device " +

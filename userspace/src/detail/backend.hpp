@@ -38,6 +38,9 @@ class DeviceBackend {
   // The device node ("/dev/dri/renderD128"), empty when there is none.
   virtual std::string node() const { return {}; }
   virtual std::uint64_t get_param(std::uint32_t param) = 0;
+  // The number the driver's tracepoints and debugfs name this open file by (drm-client-id in
+  // its fdinfo); 0 when there is none. Reads a file: not for hot paths.
+  virtual std::uint64_t client_id() { return 0; }
 
   // Zeroed memory, mapped read-write into the process.
   virtual BoMapping create_bo(std::size_t bytes) = 0;

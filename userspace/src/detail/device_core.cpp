@@ -16,6 +16,7 @@
 #include "detail/pool/stream_core_ref.hpp"
 #include "detail/pool/stream_directory.hpp"
 #include "detail/registry.hpp"
+#include "detail/trace.hpp"
 #include "hostrt/error.hpp"
 #include "hostrt/pool.hpp"
 
@@ -73,6 +74,10 @@ DeviceCore::DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index
   if (caps_.device_buffer_size == 0) caps_.device_buffer_size = 4096;
   if (caps_.max_transfer == 0 || caps_.max_transfer >= caps_.device_buffer_size)
     caps_.max_transfer = caps_.device_buffer_size - 1;
+  if (trace::enabled()) {
+    traced_client_ = b.client_id();
+    trace::emit(trace::Kind::DeviceOpen, index_, traced_client_);
+  }
 }
 
 DeviceCore::~DeviceCore() {
@@ -311,6 +316,7 @@ StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev, StreamPriority priority)
     throw;
   }
   slot_ = queue_.slot;
+  trace::emit(trace::Kind::StreamCreate, stream_id, dev_->index(), queue_.id, dev_->traced_client());
 }
 
 std::shared_ptr<StreamCore> StreamCore::create(const std::shared_ptr<DeviceCore>& dev,

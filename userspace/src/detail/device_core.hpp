@@ -47,6 +47,8 @@ class DeviceCore {
   bool forked() const noexcept;
 
   std::size_t index() const noexcept { return index_; }
+  // The driver's client id of this open file when tracing (HOSTRT_TRACE), else 0.
+  std::uint64_t traced_client() const noexcept { return traced_client_; }
   Backend kind() const noexcept { return kind_; }
   const Capabilities& caps() const noexcept { return caps_; }
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
@@ -87,6 +89,7 @@ class DeviceCore {
   Capabilities caps_;
   std::atomic<bool> closed_{false};
   std::uint64_t fork_generation_;
+  std::uint64_t traced_client_ = 0;
   std::mutex streams_m_;
   std::vector<std::weak_ptr<StreamCore>> streams_;
   std::vector<std::shared_ptr<RetiredStream>> retired_;  // under streams_m_

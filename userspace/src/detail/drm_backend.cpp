@@ -11,6 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "hostrt/error.hpp"
@@ -82,6 +85,17 @@ DrmBackend::DrmBackend(int fd, std::string node, std::string version)
 DrmBackend::~DrmBackend() {
   if (page_) munmap(const_cast<unsigned char*>(page_), page_len_);
   ::close(fd_);
+}
+
+std::uint64_t DrmBackend::client_id() {
+  std::ifstream in("/proc/self/fdinfo/" + std::to_string(fd_));
+  std::string key;
+  std::uint64_t id = 0;
+  while (in >> key) {
+    if (key == "drm-client-id:" && in >> id) return id;
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;  // a driver older than its fdinfo
 }
 
 std::string DrmBackend::name() const { return "edu_accel " + version_ + " " + node_; }

@@ -30,6 +30,7 @@ class DrmBackend final : public DeviceBackend {
                        std::span<const SyncPoint> out_syncs) override;
 
   int fd() const noexcept { return fd_; }
+  std::uint64_t client_id() override;
 
  private:
   // Maps the file's completion page on first use (every queue shares it).

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "detail/fork_guard.hpp"
+#include "detail/trace.hpp"
 
 namespace hostrt::detail::pool {
 
@@ -126,9 +127,12 @@ ThreadCache& PoolCore::bind_thread() {
   auto& links = tl_links.links;
   // Drop links to pools that are gone, so a long-lived thread does not collect them.
   std::erase_if(links, [](const auto& l) { return l.second->core.expired(); });
+  // A traced process never takes the warm paths (tl_fast stays unset): its events are
+  // recorded in the slow ones, and the warm paths carry no check at all.
+  const bool warm = !trace::enabled();
   for (auto& [id, link] : links) {
     if (id == id_) {
-      tl_fast = {id_, &link->cache};
+      if (warm) tl_fast = {id_, &link->cache};
       return link->cache;
     }
   }
@@ -139,7 +143,7 @@ ThreadCache& PoolCore::bind_thread() {
     links_.push_back(link);
   }
   links.emplace_back(id_, link);
-  tl_fast = {id_, &link->cache};
+  if (warm) tl_fast = {id_, &link->cache};
   return link->cache;
 }
 
@@ -225,6 +229,8 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
     const ThreadCache::Taken t = tc.pop(rounded);
     if (t.block != nullptr) {
       hand_out(tc, t.block, bytes, home);
+      trace::emit(trace::Kind::PoolAlloc, t.addr, t.block->size, t.block->home_id,
+                  static_cast<std::uint64_t>(trace::Source::ThreadCache));
       return reinterpret_cast<void*>(t.addr);
     }
   }
@@ -281,6 +287,8 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
       ThreadCounters::bump(tc.counters.held, b->size);
       if (grew) ++grown_allocations_;
       sample_peaks_locked();
+      trace::emit(trace::Kind::PoolAlloc, b->addr, b->size, b->home_id,
+                  static_cast<std::uint64_t>(grew ? trace::Source::NewSegment : trace::Source::Arena));
       return b->ptr();
     }
 
@@ -477,6 +485,11 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
   Block* b = find_allocated(p, tc).block;
   const std::size_t size = b->size;
   collect_waits(b, stream);
+  if (trace::enabled()) [[unlikely]] {
+    trace::emit(trace::Kind::PoolFree, b->addr, size, stream ? stream.key() : 0, b->waits.size());
+    for (const StreamPoint& w : b->waits)
+      trace::emit(trace::Kind::PoolFreeWait, b->addr, w.stream.key(), w.point);
+  }
 
   std::exception_ptr fault;
   if (options_.sync_on_free && !b->waits.empty()) {
@@ -600,7 +613,12 @@ bool PoolCore::describe(const void* p, std::uintptr_t& base, std::size_t& reques
 void PoolCore::reclaim_locked(StreamKeeps& released) noexcept {
   if (pending_.empty()) return;
   try {
-    pending_.reclaim([this](Block* b) { arena_.free(b); }, released);
+    pending_.reclaim(
+        [this](Block* b) {
+          trace::emit(trace::Kind::PoolReusable, b->addr, b->size);
+          arena_.free(b);
+        },
+        released);
   } catch (const std::bad_alloc&) {
     // Moving a block to its next stream's queue needed memory the host does not have: that
     // block stays out of the pool (a leak, not a crash), the rest are reclaimed next time.
@@ -674,6 +692,7 @@ std::size_t PoolCore::trim(std::size_t keep_bytes) {
     segments_released_ += doomed.size();
     for (const auto& s : doomed) released += s->reserved;
   }
+  trace::emit(trace::Kind::PoolTrim, released);
   return released;
 }
 
@@ -686,6 +705,7 @@ void PoolCore::set_release_threshold(std::size_t bytes) {
 
 void PoolCore::synchronize() {
   check_process("synchronize");
+  const trace::ApiSpan span(trace::Api::PoolSynchronize);
   std::vector<HeldPoint> points;
   {
     std::lock_guard lk(mu_);

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/trace.hpp"
 #include "hostrt/error.hpp"
 
 namespace hostrt::detail::pool {
@@ -30,6 +31,7 @@ void RegistrationIndex::revalidate(std::uint64_t now) {
     ++it;
   }
   seen_.store(now, std::memory_order_relaxed);
+  trace::emit(trace::Kind::RegStale, dead.size());
 }
 
 RegistrationIndex::~RegistrationIndex() = default;
@@ -63,6 +65,7 @@ RegistrationIndex::Lease RegistrationIndex::acquire(void* ptr, std::size_t bytes
             "still holds its old registration; release it first");
       ++it->second.refs;
       ++hits_;
+      trace::emit(trace::Kind::RegHit, a, bytes, it->first);
       return {it->first, it->second.reg->handle()};
     }
     // Overlapping ranges: idle ones give way, one in use is a double registration.
@@ -78,6 +81,7 @@ RegistrationIndex::Lease RegistrationIndex::acquire(void* ptr, std::size_t bytes
   }
   stale.clear();
   std::unique_ptr<Registration> reg = registrar_->register_range(ptr, bytes);
+  trace::emit(trace::Kind::RegMiss, a, bytes);
   std::lock_guard lk(mu_);
   ++misses_;
   if (auto it = containing(a, e); it != ranges_.end()) {
