@@ -41,8 +41,10 @@ $(CMAKEDIR)/CMakeCache.txt: | deps
 userspace: deps $(CMAKEDIR)/CMakeCache.txt
 	cmake --build $(CMAKEDIR) -j$(JOBS)
 
+# The showcase (hostrt-demo on every device), then the traced two-process workload, a report
+# of what the trace shows and the timeline (as make trace).
 run: all
-	qemu/run-vm.sh --config $(CONFIG) -- 'hostrun $$BUILD/cmake/userspace/hostrt-demo'
+	scripts/record-trace.sh $(CONFIG) --run
 
 # Each phase and CTest entry is timed; the table at the end (scripts/check-times.sh) says
 # where the time went.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The driver's trace (tracefs text, edu_accel:* events) as a timeline.
 
-  trace-timeline.py TRACE.txt OUT_PREFIX [--runtime HOSTRT_TRACE_FILE...] [--check]
+  trace-timeline.py TRACE.txt OUT_PREFIX [--runtime HOSTRT_TRACE_FILE...] [--check] [--report]
 
 writes OUT_PREFIX.json (Chrome/Perfetto trace-event format: open it in ui.perfetto.dev or
 chrome://tracing) and OUT_PREFIX.png / .svg (the same timeline as a picture, if matplotlib is
@@ -24,6 +24,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace_report  # noqa: E402
 import trace_runtime  # noqa: E402
 
 LINE = re.compile(r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\][^:]*?\s(?P<ts>\d+\.\d+):\s+"
@@ -298,7 +299,7 @@ def main(argv):
         return 2
     opts = argv[3:]
     check = "--check" in opts
-    rt_paths = [a for a in opts if a not in ("--check", "--runtime")]
+    rt_paths = [a for a in opts if a not in ("--check", "--runtime", "--report")]
     events = parse(argv[1])
     jobs, xfers, scrubs = build(events)
     runtime = trace_runtime.parse(rt_paths)
@@ -308,6 +309,8 @@ def main(argv):
     paths = [argv[2] + ".json"] + render(jobs, xfers, scrubs, argv[2], runtime)
     print(f"trace-timeline: {len(events)} events, {len(jobs)} jobs, {len(xfers)} transfers, {len(scrubs)} scrubs, "
           f"{len(runtime)} runtime events of {len({e['pid'] for e in runtime})} process(es) -> " + ", ".join(paths))
+    if "--report" in opts:
+        print(trace_report.report(events, jobs, xfers, runtime, paths))
     if not check:
         return 0
     with open(argv[2] + ".json", encoding="utf-8") as f:
