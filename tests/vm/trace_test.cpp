@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -140,6 +141,19 @@ size_t find(const std::vector<Event>& ev, const std::string& name, size_t from, 
   return std::string::npos;
 }
 
+// The file's fdinfo in the drm-usage-stats format: key -> value.
+std::map<std::string, std::string> fdinfo(int fd) {
+  std::map<std::string, std::string> out;
+  std::ifstream in("/proc/self/fdinfo/" + std::to_string(fd));
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const auto value = line.find_first_not_of(" \t", colon + 1);
+    out[line.substr(0, colon)] = value == std::string::npos ? "" : line.substr(value);
+  }
+  return out;
+}
+
 TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
   const std::string node = render_node();
   ASSERT_FALSE(node.empty());
@@ -152,8 +166,10 @@ TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
   for (auto& b : mem) b = static_cast<uint8_t>(rng());
   uint64_t seqno = 0, src_nents = 0, dst_nents = 0;
   bool iommu = false;
+  std::map<std::string, std::string> info;
   {
     Client c(node);
+    info = fdinfo(c.fd());
     iommu = param(c.fd(), DRM_EDU_ACCEL_PARAM_IOMMU) == 1;
     uint32_t src = 0;
     ASSERT_EQ(bo_userptr(c.fd(), mem.data(), n, 0, &src), 0);
@@ -173,6 +189,10 @@ TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
                                     << " events";
   const uint64_t client = ev[pin].num("client");
   EXPECT_EQ(ev[pin].num("ret"), 0u);
+  // fdinfo names the file by the trace's client id (how a process finds its own events).
+  EXPECT_EQ(info["drm-driver"], "edu_accel");
+  EXPECT_FALSE(info["drm-pdev"].empty());
+  EXPECT_EQ(info["drm-client-id"], std::to_string(client));
   auto mine = [&](const Event& e) { return e.num("client") == client; };
   auto this_job = [&](const Event& e) { return mine(e) && e.num("seqno") == seqno; };
   auto of_user = [&](const Event& e) { return mine(e) && e.field("user") == user.str(); };
