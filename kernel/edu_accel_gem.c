@@ -354,28 +354,39 @@ static void edu_bo_publish(struct edu_accel_device *edev, struct edu_client *cli
 }
 
 /*
- * One zeroed page the device can reach. Without an IOMMU and with a mask narrower than RAM,
- * as dma-direct does: ZONE_DMA32 first, and ZONE_DMA once DMA32 handed out a page above the
- * mask (*low is then set for the rest of the BO).
+ * BO_CREATE memory comes in blocks of up to 2^EDU_BO_MAX_ORDER pages: single pages come back
+ * from the allocator in falling physical order and never merge, so a 1 MiB BO was 256 SG
+ * entries and, without an IOMMU, 256 DMA segments (each segment boundary costs the engine a
+ * transfer). 64 KiB blocks are what the buddy allocator usually has at hand; larger ones
+ * would mean compaction, which __GFP_NORETRY keeps us out of (we fall back to smaller).
  */
-static struct page *edu_alloc_reachable_page(struct edu_accel_device *edev, bool limited,
-					     bool *low)
+#define EDU_BO_MAX_ORDER 4
+
+/*
+ * A zeroed block of 2^order pages the device can reach. Without an IOMMU and with a mask
+ * narrower than RAM, as dma-direct does: ZONE_DMA32 first, and ZONE_DMA once DMA32 handed out
+ * a block above the mask (*low is then set for the rest of the BO).
+ */
+static struct page *edu_alloc_reachable(struct edu_accel_device *edev, bool limited, bool *low,
+					unsigned int order)
 {
-	const gfp_t gfp = GFP_USER | __GFP_ZERO | __GFP_ACCOUNT | __GFP_NOWARN;
+	gfp_t gfp = GFP_USER | __GFP_ZERO | __GFP_ACCOUNT | __GFP_NOWARN;
 	struct page *page;
 
+	if (order)
+		gfp |= __GFP_NORETRY;
 	if (!limited)
-		return alloc_page(gfp);
+		return alloc_pages(gfp, order);
 	if (!*low) {
-		page = alloc_page(gfp | __GFP_DMA32);
-		if (!page || edu_range_reachable(edev, page_to_phys(page), PAGE_SIZE))
+		page = alloc_pages(gfp | __GFP_DMA32, order);
+		if (!page || edu_range_reachable(edev, page_to_phys(page), PAGE_SIZE << order))
 			return page;
-		__free_page(page);
+		__free_pages(page, order);
 		*low = true;
 	}
-	page = alloc_page(gfp | GFP_DMA);
-	if (page && !edu_range_reachable(edev, page_to_phys(page), PAGE_SIZE)) {
-		__free_page(page);
+	page = alloc_pages(gfp | GFP_DMA, order);
+	if (page && !edu_range_reachable(edev, page_to_phys(page), PAGE_SIZE << order)) {
+		__free_pages(page, order);
 		page = NULL;
 	}
 	return page;
@@ -385,16 +396,30 @@ static noinline int edu_bo_alloc_pages(struct edu_accel_device *edev, struct edu
 {
 	bool limited = !edev->iommu && !bo->readonly_map &&
 		       dma_addressing_limited(&edev->pdev->dev);
+	unsigned int order = EDU_BO_MAX_ORDER;
 	bool low = false;
-	unsigned long i;
+	unsigned long i = 0, j;
+	struct page *page;
 
 	bo->pages = kvcalloc(bo->npages, sizeof(*bo->pages), GFP_KERNEL_ACCOUNT);
 	if (!bo->pages)
 		return -ENOMEM;
-	for (i = 0; i < bo->npages; i++) {
-		bo->pages[i] = edu_alloc_reachable_page(edev, limited, &low);
-		if (!bo->pages[i])
-			return -ENOMEM;	/* the free callback releases what was allocated */
+	while (i < bo->npages) {
+		while (order && (1UL << order) > bo->npages - i)
+			order--;
+		page = edu_alloc_reachable(edev, limited, &low, order);
+		if (!page) {
+			if (!order)
+				return -ENOMEM;	/* the free callback releases what was allocated */
+			order--;	/* and stays lower: a failed order rarely succeeds soon after */
+			continue;
+		}
+		/* Order-0 pages from here on: freed, mapped and faulted in one by one. */
+		if (order)
+			split_page(page, order);
+		for (j = 0; j < (1UL << order); j++)
+			bo->pages[i + j] = page + j;
+		i += 1UL << order;
 		if (fatal_signal_pending(current))
 			return -EINTR;
 		cond_resched();
