@@ -149,11 +149,11 @@ static void edu_bo_show(struct seq_file *m, struct drm_device *drm, struct edu_b
 
 	seq_printf(m, "bo client=%llu handle=", bo->client->id);
 	edu_bo_show_handles(m, drm, bo);
-	seq_printf(m, " user=0x%llx %s%s size=%llu offset=%u pages=%lu sg_nents=%u dma_nents=%u mapped=%d invalidated=%d\n",
+	seq_printf(m, " user=0x%llx %s%s size=%llu offset=%u pages=%lu sg_nents=%u dma_nents=%u mapped=%d invalidated=%d need_sync=%d\n",
 		   bo->user_ptr, (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) ? "userptr" : "create",
 		   (bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY) ? ",readonly" : "", bo->size,
 		   bo->offset, bo->npages, bo->sgt.orig_nents, bo->sgt.nents, bo->mapped,
-		   edu_bo_invalidated(bo));
+		   edu_bo_invalidated(bo), bo->need_sync);
 	for_each_sgtable_sg(&bo->sgt, sg, i)
 		seq_printf(m, "  sg %d phys=%pa len=%u\n", i, &(phys_addr_t){ sg_phys(sg) },
 			   sg->length);

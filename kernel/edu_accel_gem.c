@@ -98,6 +98,18 @@ static int edu_bo_map_sgtable(struct edu_accel_device *edev, struct edu_bo *bo)
 	}
 }
 
+/* Whether any segment's ownership transfers do work (the DMA API's answer, per address). */
+static bool edu_bo_needs_sync(struct device *dev, struct sg_table *sgt)
+{
+	struct scatterlist *sg;
+	int i;
+
+	for_each_sgtable_dma_sg(sgt, sg, i)
+		if (dma_need_sync(dev, sg_dma_address(sg)))
+			return true;
+	return false;
+}
+
 /* Builds the SG table over bo->pages (merging contiguous pages) and maps it. */
 static noinline int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
 {
@@ -124,6 +136,7 @@ static noinline int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo 
 	ret = edu_bo_check_mapped(edev, bo);
 	if (ret)
 		goto unmap;
+	bo->need_sync = edu_bo_needs_sync(dev, &bo->sgt);
 	bo->mapped = true;
 	trace_edu_bo_map(bo->client_id, bo->user_ptr, bo->size, bo->sgt.orig_nents, bo->sgt.nents,
 			 sg_dma_address(bo->sgt.sgl), sg_dma_len(bo->sgt.sgl), 0);

@@ -21,6 +21,9 @@ struct drm_file;
  * @npages: entries of @pages
  * @sgt: scatter-gather table over @pages, DMA-mapped while @mapped
  * @mapped: @sgt is mapped for the device
+ * @need_sync: some segment of the mapping needs dma_sync_*() to pass ownership (swiotlb
+ *	bounce slots, non-coherent DMA: dma_need_sync()); when false every sync is a no-op the
+ *	jobs skip
  * @dir: direction the mapping was made for
  * @flags: DRM_EDU_ACCEL_BO_INFO_* as reported to userspace
  * @size: usable bytes
@@ -48,6 +51,7 @@ struct edu_bo {
 	unsigned long npages;
 	struct sg_table sgt;
 	bool mapped;
+	bool need_sync;
 	enum dma_data_direction dir;
 	u32 flags;
 	u64 size;

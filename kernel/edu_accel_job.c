@@ -204,16 +204,20 @@ static void edu_sched_free_job(struct drm_sched_job *sched_job)
 	edu_queue_put(q);
 }
 
-/* Moves ownership of [off, off + len) of @bo (its DMA segments) to the CPU or the device. */
-static void edu_bo_sync_range(struct device *dev, struct edu_bo *bo, u64 off, u64 len,
+/*
+ * Moves ownership of [off, off + len) of @bo (its DMA segments) to the CPU or the device.
+ * Returns false when there was nothing to do: a mapping whose syncs are no-ops (coherent,
+ * not bounced) is skipped without walking its segments.
+ */
+static bool edu_bo_sync_range(struct device *dev, struct edu_bo *bo, u64 off, u64 len,
 			      bool for_cpu)
 {
 	struct scatterlist *sg;
 	u64 base = 0;
 	int i;
 
-	if (!bo->mapped)
-		return;
+	if (!bo->mapped || !bo->need_sync)
+		return false;
 	for_each_sgtable_dma_sg(&bo->sgt, sg, i) {
 		u64 seg = sg_dma_len(sg);
 
@@ -232,6 +236,7 @@ static void edu_bo_sync_range(struct device *dev, struct edu_bo *bo, u64 off, u6
 		if (base >= off + len)
 			break;
 	}
+	return true;
 }
 
 /**
@@ -249,13 +254,11 @@ void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job)
 	for (i = 0; i < job->nops; i++) {
 		struct edu_op *op = &job->ops[i];
 
-		if (op->src) {
-			edu_bo_sync_range(dev, op->src, op->src_off, op->size, false);
+		if (op->src && edu_bo_sync_range(dev, op->src, op->src_off, op->size, false)) {
 			ranges++;
 			bytes += op->size;
 		}
-		if (op->dst) {
-			edu_bo_sync_range(dev, op->dst, op->dst_off, op->size, false);
+		if (op->dst && edu_bo_sync_range(dev, op->dst, op->dst_off, op->size, false)) {
 			ranges++;
 			bytes += op->size;
 		}
@@ -277,8 +280,7 @@ void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job)
 	for (i = 0; i < job->nops; i++) {
 		struct edu_op *op = &job->ops[i];
 
-		if (op->dst) {
-			edu_bo_sync_range(dev, op->dst, op->dst_off, op->size, true);
+		if (op->dst && edu_bo_sync_range(dev, op->dst, op->dst_off, op->size, true)) {
 			ranges++;
 			bytes += op->size;
 		}

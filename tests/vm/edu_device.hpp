@@ -157,4 +157,12 @@ inline bool env_is(const char* name, const char* value) {
   return v && std::string(v) == value;
 }
 
+// Every streaming mapping bounces through swiotlb (the bounce configuration).
+inline bool bouncing() {
+  std::ifstream in("/proc/cmdline");
+  std::string cmdline;
+  std::getline(in, cmdline);
+  return cmdline.find("swiotlb=force") != std::string::npos;
+}
+
 }  // namespace edu_test
