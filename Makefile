@@ -80,8 +80,11 @@ trace: all
 # One 1 MiB buffer (registered user memory and a driver BO) through noiommu, iommu, bounce,
 # widemask and highmem: edu-inspect in each guest, QEMU's IOMMU trace joined with the driver's
 # IOVAs, a table comparing them, and what Documentation/driver.md predicts checked in each.
-tour: all
-	scripts/tour.sh --check
+# TOUR_CONFIGS picks the machines; `debug` (the debug kernel's DMA-API record of each mapping)
+# only runs when named, e.g. make tour TOUR_CONFIGS="noiommu iommu bounce widemask highmem debug".
+TOUR_CONFIGS ?=
+tour: all $(if $(filter debug,$(TOUR_CONFIGS)),kernel-debug)
+	scripts/tour.sh --check $(TOUR_CONFIGS)
 .PHONY: tour
 
 bench: all

@@ -5,6 +5,8 @@
 # block (edu-inspect in the guest). Under the IOMMU, QEMU's own translation trace is joined
 # with the driver's IOVAs. Ends with a table comparing the configurations.
 #   usage: scripts/tour.sh [--check] [CONFIG...]   (default: noiommu iommu bounce widemask highmem)
+# `debug` (the debug kernel, only when named; `make kernel-debug` first) adds the DMA API's own
+# record of each mapping (CONFIG_DMA_API_DEBUG's dma-api/dump) beside the driver's.
 # --check: edu-inspect's consistency checks in the guest, and here what Documentation/driver.md
 # predicts for each configuration; any miss fails the tour.
 set -uo pipefail
@@ -28,6 +30,7 @@ declare -A blurb=(
 	[bounce]="no IOMMU, swiotlb=force: edu gets swiotlb bounce slots, segments of at most 256 KiB"
 	[widemask]="no IOMMU, 512M, edu's dma_mask 64-bit: physical addresses above 256 MiB are fine"
 	[highmem]="no IOMMU, 512M, 28-bit mask: user pages above 256 MiB are refused"
+	[debug]="the debug kernel, intel-iommu, 1G: as iommu, and the DMA API's own record (dma-api/dump)"
 )
 
 # SUMMARY <what> k=v ... -> the value of k (edu-inspect prints one such line per section).
@@ -71,7 +74,7 @@ check_config() {
 	ud=$(val "$f" userptr dma) bd=$(val "$f" bo dma)
 	t=$(val "$f" copy transfers) p=$(val "$f" copy predicted)
 	case $c in
-	iommu)
+	iommu | debug)
 		expect $c "one DMA segment per buffer (userptr $ud, bo $bd)" '[ "$ud" = 1 ] && [ "$bd" = 1 ]'
 		expect $c "DMA addresses below 2^28" \
 			'[ $(($(val "$f" userptr dma_end))) -le $((1 << 28)) ] && [ $(($(val "$f" bo dma_end))) -le $((1 << 28)) ]'
@@ -97,6 +100,14 @@ check_config() {
 			'[ -n "$bd" ] && [ $(($(val "$f" bo dma_end))) -le $((1 << 28)) ]'
 		;;
 	esac
+	if [ $c = debug ]; then
+		local b
+		for b in userptr bo; do
+			expect $c "$b: dma-api/dump has its DMA segment(s) at the same IOVA and size, with its SG pages" \
+				'[ "$(val "$f" dma_api_$b covered)" = yes ] && [ "$(val "$f" dma_api_$b phys)" = yes ] &&
+				 [ "$(val "$f" dma_api_$b bytes)" = "$(val "$f" $b size)" ]'
+		done
+	fi
 	if [ $c != highmem ]; then
 		# Docs: 514 with one segment per side, up to one more transfer per segment boundary.
 		expect $c "copy: $t transfers = the $p predicted from the segments, within 514..514+boundaries" \
@@ -107,13 +118,20 @@ check_config() {
 	expect $c "edu-inspect's own checks and the VM run pass" '[ "$(cat "$d/vm-rc")" = 0 ]'
 }
 
+for c in "${configs[@]}"; do
+	if [ "$c" = debug ] && [ ! -f "$build/kernel-debug/edu_accel.ko" ]; then
+		echo "tour: debug needs the module built against the debug kernel: make kernel-debug" >&2
+		exit 2
+	fi
+done
+
 t0=$(date +%s)
 for c in "${configs[@]}"; do
 	d=$out/$c
 	args="--copy --pool --xlate /out/xlate.txt $check"
 	[ "$c" = highmem ] && args+=" --above-mask"
 	qt=()
-	[ "$c" = iommu ] && qt=(--qemu-trace vtd_dmar_translate)
+	case $c in iommu | debug) qt=(--qemu-trace vtd_dmar_translate) ;; esac
 	"$src/qemu/run-vm.sh" --quiet --config "$c" --out "$d" "${qt[@]}" -- \
 		"hostrun \$BUILD/cmake/userspace/edu-inspect $args > /out/inspect.txt 2>&1" > "$d.result" 2>&1
 	echo $? > "$d.rc"
@@ -126,7 +144,7 @@ for c in "${configs[@]}"; do
 	echo
 	echo "################ $c: ${blurb[$c]:-} ################"
 	grep -v '^SUMMARY' "$f" 2> /dev/null || echo "(no output from edu-inspect)"
-	if [ "$c" = iommu ] && [ -s "$d/qemu-trace.log" ] && [ -s "$d/xlate.txt" ]; then
+	if [ -s "$d/qemu-trace.log" ] && [ -s "$d/xlate.txt" ]; then
 		echo
 		echo "-- both sides of the IOMMU: the driver's IOVAs, QEMU's translation (-trace vtd_dmar_translate) --"
 		join_iommu "$d" > "$d/join.txt"
@@ -137,7 +155,12 @@ done
 
 echo
 echo "################ summary: one 1 MiB buffer in each configuration ################"
-printf '%-9s %-24s %-16s %-16s %-11s %-s\n' config "user mem: runs/sg/dma" "BO: runs/sg/dma" "copy: transfers" "top DMA" "a DMA address is"
+# The DMA API's record exists on the debug kernel only: its column appears when one was run.
+dump=
+for c in "${configs[@]}"; do [ -n "$(val "$out/$c/inspect.txt" dma_api_bo entries)" ] && dump=1; done
+col() { if [ -n "$dump" ]; then printf '%-14s ' "$1"; fi; }
+printf '%-9s %-24s %-16s %-16s %-11s %s%-s\n' config "user mem: runs/sg/dma" "BO: runs/sg/dma" "copy: transfers" "top DMA" \
+	"$(col "dma-api dump")" "a DMA address is"
 for c in "${configs[@]}"; do
 	f=$out/$c/inspect.txt
 	if [ -n "$(val "$f" refusal errno)" ]; then
@@ -148,16 +171,23 @@ for c in "${configs[@]}"; do
 	b="$(val "$f" bo pfn_runs)/$(val "$f" bo sg)/$(val "$f" bo dma)"
 	t=$(val "$f" copy transfers)
 	case $c in
-	iommu) how="an IOVA (one range per BO)" ;;
+	iommu | debug) how="an IOVA (one range per BO)" ;;
 	bounce) how="a swiotlb bounce slot" ;;
 	*) how="the physical address" ;;
 	esac
 	top=$(printf '%s\n' "$(val "$f" userptr dma_end)" "$(val "$f" bo dma_end)" | sort -g | tail -n1)
-	printf '%-9s %-24s %-16s %-16s %-11s %-s\n' "$c" "$u" "$b" "${t:--}" "${top:--}" "$how"
+	m=-
+	if [ -n "$(val "$f" dma_api_bo entries)" ]; then
+		m="$(val "$f" dma_api_userptr entries)/$(val "$f" dma_api_bo entries)"
+		[ "$(val "$f" dma_api_userptr covered)$(val "$f" dma_api_userptr phys)$(val "$f" dma_api_bo covered)$(val "$f" dma_api_bo phys)" = yesyesyesyes ] &&
+			m+=" agree" || m+=" DIFFER"
+	fi
+	printf '%-9s %-24s %-16s %-16s %-11s %s%-s\n' "$c" "$u" "$b" "${t:--}" "${top:--}" "$(col "$m")" "$how"
 done
 echo "(runs: physically contiguous runs in pagemap; sg: the driver's SG entries; dma: DMA segments;"
 echo " a 1 MiB copy takes at least 514 transfers, one more per segment end inside a 4095-byte chunk;"
 echo " top DMA: one past the highest address edu was given)"
+[ -z "$dump" ] || echo "(dma-api dump: the DMA API's entries for user mem/BO (debug kernel), checked against the segments)"
 echo "tour: $(($(date +%s) - t0)) s for ${#configs[@]} configuration(s); files in $out/<config>/"
 
 if [ -n "$check" ]; then

@@ -1,6 +1,7 @@
 // edu-inspect: makes a buffer the device can reach and shows where it is, as the three
 // layers see it: the CPU's page tables (pagemap), the driver's SG table and DMA segments
-// (debugfs bos) and what an unprivileged process learns (BO_INFO); then, optionally, one
+// (debugfs bos) and what an unprivileged process learns (BO_INFO), and on a kernel with
+// CONFIG_DMA_API_DEBUG the DMA API's own record (dma-api/dump); then, optionally, one
 // copy's transfers and fences (tracefs) and a pool block's reuse. Run as root in the VM.
 //
 // usage: edu-inspect [--device N] [--size BYTES] [--userptr|--bo] [--copy] [--pool]

@@ -33,6 +33,7 @@ Inspector::Inspector(const Options& o) : o_(o), dev_(hostrt::Device::open(o.devi
   const auto node = dev_.node();
   debugfs_ = "/sys/kernel/debug/dri/" + node.substr(node.rfind("renderD") + 7);
   client_ = own_client(debugfs_);
+  pci_ = pci_name_of(node);
   mask_bits_ = dev_.capabilities().dma_mask_bits;
   iommu_ = dev_.capabilities().iommu;
   bounce_ = cmdline_has("swiotlb=force");
@@ -85,6 +86,8 @@ void Inspector::describe(Buffer& b) {
   info.handle = b.handle;
   if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_INFO, &info) == 0)
     b.info = {true, info.flags, info.sg_nents, info.dma_nents, info.size};
+  if (const auto all = dma_api_entries(pci_); all && !b.bo.header.empty())
+    b.dma_api = dma_api_view(b, pci_, *all);
   print_layout(b, o_.full);
 }
 
@@ -109,6 +112,12 @@ void Inspector::check_layout(const Buffer& b) {
   else
     check(b.dma_equals_phys(),
           b.name + ": no IOMMU: each DMA address is the physical address of its SG entry");
+  if (b.dma_api) {
+    const auto a = dma_api_agreement(b);
+    check(a.covered, b.name + ": the DMA API's dump has every DMA segment, at the same address and size");
+    check(a.phys,
+          b.name + ": the dump's physical address of each mapping is its SG entry's, a frame pagemap shows");
+  }
 }
 
 static void summary(const Buffer& b) {
@@ -116,6 +125,12 @@ static void summary(const Buffer& b) {
               " max_dma_seg=%" PRIu64 " dma_equals_phys=%s\n",
               b.name.c_str(), b.size, b.pfns.size(), b.bo.sg.size(), b.bo.dma.size(), b.dma_end(),
               b.max_dma_segment(), b.dma_equals_phys() ? "yes" : "no");
+  if (b.dma_api) {
+    const auto a = dma_api_agreement(b);
+    std::printf("SUMMARY dma_api_%s entries=%zu bytes=%" PRIu64 " covered=%s phys=%s others=%zu\n",
+                b.name.c_str(), b.dma_api->entries.size(), a.bytes, a.covered ? "yes" : "no",
+                a.phys ? "yes" : "no", b.dma_api->others);
+  }
 }
 
 void* Inspector::map_user_memory() {
@@ -150,7 +165,7 @@ void Inspector::make_userptr() {
   if (o_.above_mask && limited)
     std::printf("  (--above-mask: took %d mapping(s) of %s to get a page above the mask)\n", tries,
                 human(o_.size).c_str());
-  ub_ = {"userptr", reinterpret_cast<std::uint64_t>(user_), o_.size, 0, limit, {}, {}, {}};
+  ub_ = {"userptr", reinterpret_cast<std::uint64_t>(user_), o_.size, 0, limit, {}, {}, {}, {}};
   const PinCounters before = pin_counters();
   try {
     reg_ = dev_.host_register(user_, o_.size);
@@ -186,7 +201,8 @@ void Inspector::make_bo() {
   const PinCounters before = pin_counters();
   alloc_ = dev_.host_alloc(o_.size);
   std::memset(alloc_.data(), 0, alloc_.size());  // maps every page, for pagemap
-  bb_ = {"bo", reinterpret_cast<std::uint64_t>(alloc_.data()), alloc_.size(), alloc_.handle(), 0, {}, {}, {}};
+  bb_ = {"bo", reinterpret_cast<std::uint64_t>(alloc_.data()), alloc_.size(), alloc_.handle(), 0, {}, {}, {},
+         {}};
   if (!iommu_ && mask_bits_ < 64) bb_.limit = std::uint64_t{1} << mask_bits_;
   describe(bb_);
   show_pins(before, "before BO_CREATE (the driver allocates these pages: no FOLL_PIN)");

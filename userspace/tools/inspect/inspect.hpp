@@ -48,6 +48,7 @@ class Inspector {
   hostrt::Device dev_;
   int fd_ = -1;
   std::string debugfs_;
+  std::string pci_;  // how dma-api/dump names the device
   std::uint64_t client_ = 0;
   unsigned mask_bits_ = 0;
   bool iommu_ = false, bounce_ = false;

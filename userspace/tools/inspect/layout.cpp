@@ -111,10 +111,74 @@ void print_layout(const Buffer& b, bool full) {
                   human(b.bo.dma[i].len).c_str(),
                   i < b.bo.sg.size() && b.bo.dma[i].addr == b.bo.sg[i].addr ? "  (= physical)" : "");
   if (!b.bo.mapped) std::printf("    (not DMA-mapped)\n");
+  if (b.dma_api) {
+    const auto& v = *b.dma_api;
+    std::printf(
+        "  DMA API record (/sys/kernel/debug/dma-api/dump): the DMA API's own record of each mapping,\n"
+        "  kept by CONFIG_DMA_API_DEBUG, independent of the driver's. Its entries for %s in the\n"
+        "  segments above; phys: the page of the SG entry of the same index (\"scather\" [sic]):\n",
+        v.device.c_str());
+    for (std::size_t i = 0; i < v.entries.size(); ++i) {
+      if (elided(i, v.entries.size(), full)) continue;
+      const auto& e = v.entries[i];
+      std::printf("    map %-3zu dma 0x%09" PRIx64 "  %8s  phys 0x%09" PRIx64 "  %s %s\n", i, e.dma,
+                  human(e.len).c_str(), e.phys, e.type.c_str(), e.direction.c_str());
+    }
+    if (v.entries.empty()) std::printf("    (none: the DMA API has no record of these segments)\n");
+    std::printf("  (%zu more of %s elsewhere: other buffers, the driver's coherent memory)\n", v.others,
+                v.device.c_str());
+  }
   std::printf(
       "  BO_INFO ioctl: what any process sees of its BO (no addresses): size %s, sg_nents %u,\n"
       "  dma_nents %u, flags 0x%x\n",
       human(b.info.size).c_str(), b.info.sg_nents, b.info.dma_nents, b.info.flags);
+}
+
+DmaApiView dma_api_view(const Buffer& b, const std::string& device, const std::vector<DmaApiEntry>& all) {
+  DmaApiView v{device, {}, 0};
+  std::vector<bool> taken(all.size());
+  for (const auto& s : b.bo.dma)
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (!taken[i] && all[i].dma < s.end() && all[i].end() > s.addr) {
+        taken[i] = true;
+        v.entries.push_back(all[i]);
+      }
+  v.others = all.size() - v.entries.size();
+  return v;
+}
+
+DmaApiAgreement dma_api_agreement(const Buffer& b) {
+  DmaApiAgreement a;
+  if (!b.dma_api || b.bo.dma.empty()) return a;
+  const auto& es = b.dma_api->entries;
+  a.covered = true;
+  std::size_t inside = 0;
+  for (const auto& s : b.bo.dma) {
+    // The entries are sorted by DMA address within a segment: they must tile it end to end.
+    std::uint64_t at = s.addr;
+    for (const auto& e : es) {
+      if (e.dma < s.addr || e.end() > s.end()) continue;
+      ++inside;
+      if (e.dma != at) a.covered = false;
+      at = e.end();
+    }
+    if (at != s.end()) a.covered = false;
+  }
+  if (inside != es.size()) a.covered = false;
+  for (const auto& e : es) a.bytes += e.len;
+
+  const auto frames = pfn_ranges(b);
+  auto in_pagemap = [&](std::uint64_t p) {
+    return std::any_of(frames.begin(), frames.end(),
+                       [&](const Range& r) { return p >= r.addr && p < r.end(); });
+  };
+  a.phys = !es.empty();
+  for (std::size_t i = 0; i < es.size(); ++i) {
+    const auto& e = es[i];
+    const bool same_sg = es.size() == b.bo.dma.size() && i < b.bo.sg.size() && e.phys == b.bo.sg[i].addr;
+    if (!same_sg || e.pfn != e.phys / kPage || !in_pagemap(e.phys)) a.phys = false;
+  }
+  return a;
 }
 
 std::uint64_t predict_h2h(const Buffer& src, const Buffer& dst, std::uint64_t n) {

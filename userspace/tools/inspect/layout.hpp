@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,14 @@ struct BoInfo {
   std::uint64_t size = 0;
 };
 
+// The DMA API's own record of one buffer (dma-api/dump): its device's entries inside the
+// buffer's DMA segments, in the segments' order.
+struct DmaApiView {
+  std::string device;  // the PCI name the dump is filtered by
+  std::vector<DmaApiEntry> entries;
+  std::size_t others = 0;  // the device's entries elsewhere (other buffers, coherent memory)
+};
+
 struct Buffer {
   std::string name;  // "userptr" or "bo"
   std::uint64_t virt = 0;
@@ -25,6 +34,7 @@ struct Buffer {
   std::vector<PfnRun> pfns;
   BoLayout bo;  // empty when debugfs had no line for it
   BoInfo info;
+  std::optional<DmaApiView> dma_api;  // only on a kernel with CONFIG_DMA_API_DEBUG
   // Offset of buffer byte 0 in the BO's scatter-gather space (the user address's offset in
   // its first page for userptr).
   std::uint64_t sg_base() const { return bo.offset; }
@@ -47,5 +57,17 @@ std::int64_t dma_to_offset(const Buffer& b, std::uint64_t a);
 // segment), in order: the form in which pagemap and the SG table must agree.
 std::vector<Range> merged(const std::vector<Range>& runs);
 std::vector<Range> pfn_ranges(const Buffer& b);
+
+// The entries of `all` (one device's, sorted by DMA address) inside b's DMA segments.
+DmaApiView dma_api_view(const Buffer& b, const std::string& device, const std::vector<DmaApiEntry>& all);
+// Whether the DMA API's record agrees with the driver's: covered, every DMA segment is exactly
+// tiled by entries (address and size) and no entry reaches outside one; phys, each entry's
+// page is the SG entry of the same index (debug_dma_map_sg() records mapped entry i with
+// sg_page() of SG entry i), a frame pagemap shows for the buffer.
+struct DmaApiAgreement {
+  bool covered = false, phys = false;
+  std::uint64_t bytes = 0;
+};
+DmaApiAgreement dma_api_agreement(const Buffer& b);
 
 }  // namespace inspect

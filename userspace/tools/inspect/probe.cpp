@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -122,6 +123,36 @@ std::optional<BoLayout> find_bo(const std::string& debugfs_dir, std::uint64_t cl
     }
   }
   return bo;
+}
+
+std::optional<std::vector<DmaApiEntry>> dma_api_entries(const std::string& dev_name) {
+  // kernel/dma/debug.c, dump_show(): "%s %s %s idx %d P=%llx N=%lx D=%llx L=%llx %s %s", the
+  // device, its driver, the type, the hash bucket (not an SG index), physical address, page
+  // frame, DMA address, size, direction and whether the driver checked for a mapping error.
+  const auto text = hostrt::detail::read_text("/sys/kernel/debug/dma-api/dump");
+  if (!text) return std::nullopt;
+  std::vector<DmaApiEntry> out;
+  for (const auto& l : lines(*text)) {
+    char dev[64], driver[64], type[32], dir[32];
+    unsigned long long p = 0, n = 0, d = 0, len = 0;
+    if (std::sscanf(l.c_str(), "%63s %63s %31s idx %*d P=%llx N=%llx D=%llx L=%llx %31s", dev, driver, type,
+                    &p, &n, &d, &len, dir) != 8 ||
+        dev_name != dev)
+      continue;
+    out.push_back({type, dir, p, n, d, len});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.dma < b.dma; });
+  return out;
+}
+
+std::string pci_name_of(const std::string& node) {
+  const std::string link = "/sys/class/drm/" + node.substr(node.rfind('/') + 1) + "/device";
+  char target[512];
+  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0) return "";
+  target[n] = '\0';
+  const std::string t = target;
+  return t.substr(t.rfind('/') + 1);
 }
 
 PinCounters pin_counters() {

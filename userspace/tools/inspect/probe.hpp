@@ -46,6 +46,20 @@ std::uint64_t own_client(const std::string& debugfs_dir);
 // The BO of `client` whose handle list holds `handle`, or nullopt.
 std::optional<BoLayout> find_bo(const std::string& debugfs_dir, std::uint64_t client, std::uint32_t handle);
 
+// One line of /sys/kernel/debug/dma-api/dump: a mapping as the DMA API recorded it when the
+// driver made it (CONFIG_DMA_API_DEBUG), not as the driver remembers it.
+struct DmaApiEntry {
+  std::string type;  // "scather-gather" (the kernel's spelling), "single", "coherent", ...
+  std::string direction;
+  std::uint64_t phys = 0, pfn = 0, dma = 0, len = 0;
+  std::uint64_t end() const { return dma + len; }
+};
+// The dump's entries for the device dev_name names ("0000:01:00.0"), sorted by DMA address;
+// nullopt when the kernel keeps no such record (no CONFIG_DMA_API_DEBUG, or not root).
+std::optional<std::vector<DmaApiEntry>> dma_api_entries(const std::string& dev_name);
+// The PCI name of the device behind a DRM node (/dev/dri/renderD129 -> "0000:01:00.0"), or "".
+std::string pci_name_of(const std::string& node);
+
 // Counters that show pinning: the process's VmPin (kB) and the system's FOLL_PIN totals.
 struct PinCounters {
   long vmpin_kb = -1;
