@@ -12,8 +12,12 @@
  *               interrupt only ends the transfer it belongs to)
  *   fault_submit_delay_ms - write N: SUBMIT sleeps N ms after queueing its job (tests that
  *               it reads nothing of the job then: the job may already be freed)
+ *   fault_pin_delay_ms - write N: BO_USERPTR sleeps N ms between checking the range's
+ *               mappings and pinning it (tests that the pinned pages are checked too)
  *   fault_stuck_dma - write 1: the device reports its transfer running forever and its
  *               interrupts are ignored (tests the wedge path; rebind the driver after)
+ *   fault_selftest_stray_irq - write 1: the self test raises a stray DMA interrupt as it
+ *               starts each transfer (tests that only the transfer's end completes it)
  *   selftest  - reading it runs one DMA round trip RAM -> device -> RAM and verifies it
  */
 #include <drm/drm_debugfs.h>
@@ -294,6 +298,9 @@ void edu_accel_debugfs_init(struct drm_minor *minor)
 			    &fault_raise_irqs_fops);
 	debugfs_create_u32("fault_submit_delay_ms", 0600, minor->debugfs_root,
 			   &edev->submit_delay_ms);
+	debugfs_create_u32("fault_pin_delay_ms", 0600, minor->debugfs_root, &edev->pin_delay_ms);
+	debugfs_create_bool("fault_selftest_stray_irq", 0600, minor->debugfs_root,
+			    &edev->fault_selftest_stray_irq);
 	debugfs_create_bool("fault_stuck_dma", 0600, minor->debugfs_root, &edev->fault_stuck_dma);
 	debugfs_create_file("pins", 0444, minor->debugfs_root, edev, &clients_fops);
 	debugfs_create_file("bos", 0400, minor->debugfs_root, edev, &bos_fops);

@@ -11,15 +11,18 @@
 #include <drm/drm_ioctl.h>
 #include <drm/drm_managed.h>
 #include <drm/drm_print.h>
+#include <linux/dma-direct.h>
 #include <linux/iommu.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
+#include <linux/swiotlb.h>
 
 #include <uapi/drm/edu_accel.h>
 
+#include "edu_accel_compat.h"
 #include "edu_accel_drv.h"
 #include "edu_accel_gem.h"
 #include "edu_accel_hw.h"
@@ -224,6 +227,34 @@ static bool edu_dma_translated(struct device *dev)
 	return domain && domain->type != IOMMU_DOMAIN_IDENTITY;
 }
 
+/*
+ * Where every streaming mapping bounces (swiotlb=force, confidential guests) and there is no
+ * IOMMU, the device must reach the bounce pool itself: a pool beyond its mask makes every
+ * mapping fail, each with a WARN from the DMA layer that any user could trigger. Refused once,
+ * at probe, with the reason. The pool's bounds have no accessor; 6.1's is_swiotlb_buffer()
+ * reads the same fields (compat probe: kernels with one pool range).
+ */
+static int edu_check_bounce_pool(struct edu_accel_device *edev)
+{
+#if IS_ENABLED(CONFIG_SWIOTLB) && defined(EDU_HAVE_SWIOTLB_MEM_END)
+	struct device *dev = &edev->pdev->dev;
+	struct io_tlb_mem *mem = dev->dma_io_tlb_mem;
+	phys_addr_t last;
+
+	if (edev->iommu || !is_swiotlb_force_bounce(dev) || !mem->nslabs)
+		return 0;
+	last = mem->end - 1;
+	if (phys_to_dma(dev, last) <= DMA_BIT_MASK(edev->dma_bits))
+		return 0;
+	drm_err(&edev->drm,
+		"every DMA mapping bounces through swiotlb at %pa-%pa, beyond the device's %u-bit mask: not binding (boot with less memory, give the device a wider mask, or an IOMMU)\n",
+		&mem->start, &last, edev->dma_bits);
+	return -ERANGE;
+#else
+	return 0;
+#endif
+}
+
 static int edu_accel_setup_irq(struct edu_accel_device *edev)
 {
 	struct pci_dev *pdev = edev->pdev;
@@ -233,9 +264,13 @@ static int edu_accel_setup_irq(struct edu_accel_device *edev)
 	if (nvec < 0)
 		return nvec;
 	edev->irq_is_msi = pdev->msi_enabled;
-	/* INTx may be shared with other devices: the handler checks its own status first. */
-	ret = devm_request_irq(&pdev->dev, pci_irq_vector(pdev, 0), edu_hw_irq,
-			       edev->irq_is_msi ? 0 : IRQF_SHARED, EDU_ACCEL_NAME, edev);
+	/*
+	 * INTx may be shared with other devices: the handler checks its own status first. It
+	 * only chains transfers; completions (CPU syncs, fence signalling) run in its thread.
+	 */
+	ret = devm_request_threaded_irq(&pdev->dev, pci_irq_vector(pdev, 0), edu_hw_irq,
+					edu_engine_irq_thread, edev->irq_is_msi ? 0 : IRQF_SHARED,
+					EDU_ACCEL_NAME, edev);
 	return ret;
 }
 
@@ -289,6 +324,9 @@ static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		return ret;
 	edev->iommu = edu_dma_translated(&pdev->dev);
+	ret = edu_check_bounce_pool(edev);
+	if (ret)
+		return ret;
 
 	ret = edu_hw_init(edev);
 	if (ret)

@@ -6,8 +6,11 @@
 #include <drm/gpu_scheduler.h>
 #include <linux/completion.h>
 #include <linux/kref.h>
+#include <linux/llist.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
 #include <linux/xarray.h>
 
 #include "edu_accel_job.h"
@@ -36,8 +39,18 @@
  *	(edu_accel_overlap.c)
  * @engine: the DMA engine's state machine
  * @sched: the scheduler feeding it; each queue is an entity on it
+ * @jobs_alive: jobs handed to the scheduler and not yet released; teardown waits for zero
+ *	before drm_sched_fini(), which on 6.1 would leak them with their pins
+ * @jobs_freed: woken when @jobs_alive reaches zero
+ * @free_jobs: finished jobs waiting for @free_work
+ * @free_work: drops finished jobs' BOs (the last reference unpins and unmaps, possibly a
+ *	gigabyte) away from the scheduler thread, which also runs run_job
  * @submit_delay_ms: fault injection (debugfs): SUBMIT sleeps this long after handing its job
  *	to the scheduler, so that the job can end and be freed before SUBMIT returns
+ * @pin_delay_ms: fault injection (debugfs): BO_USERPTR sleeps this long between its VMA
+ *	check and the pin, so that a test can map a file into a hole of the range meanwhile
+ * @fault_selftest_stray_irq: fault injection (debugfs): the self test raises a DMA interrupt
+ *	right after programming each transfer, long before the transfer ends
  * @fault_stuck_dma: fault injection (debugfs): the device reports its DMA transfer running
  *	forever (start bit set, its interrupt ignored): tests the wedge path
  */
@@ -61,8 +74,14 @@ struct edu_accel_device {
 	struct xarray write_maps;
 	struct edu_engine engine;
 	struct drm_gpu_scheduler sched;
+	atomic_t jobs_alive;
+	wait_queue_head_t jobs_freed;
+	struct llist_head free_jobs;
+	struct work_struct free_work;
 	u32 submit_delay_ms;
+	u32 pin_delay_ms;
 	bool fault_stuck_dma;
+	bool fault_selftest_stray_irq;
 };
 
 /**

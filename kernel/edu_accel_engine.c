@@ -4,16 +4,20 @@
  *
  * The scheduler hands jobs over in order (run_job); the engine cuts each copy into edu
  * transfers of 1..EDU_MAX_XFER bytes, as few as the DMA segments allow, and programs the
- * next transfer from the interrupt handler, so the channel never waits for a thread while
- * work is queued. A job ends when its last transfer's interrupt arrives: the engine writes the
- * queue's completion slot (read by userspace without a syscall), then signals the job's
- * hardware fence.
+ * next transfer from the hard interrupt handler, so the channel never waits for a thread
+ * while a job has bytes left. That chaining is all the hard interrupt handler does (and
+ * starting the next job when handing it to the device moves no bytes). The rest runs in the
+ * interrupt's thread, with interrupts on: a job whose last transfer ended gets its ranges
+ * back for the CPU (under bouncing, a memcpy of up to the whole job), its queue's completion
+ * slot written (read by userspace without a syscall), then its hardware fence signalled, with
+ * every callback behind it; a job whose start moves bytes into bounce buffers is started.
  *
  * The device buffer belongs to the client whose job last used it: before a job of another
  * client moves a byte, the engine clears the buffer with one transfer from a zeroed page, so
  * no file can read (or build on) bytes another file left there.
  */
 #include <drm/drm_drv.h>
+#include <drm/drm_managed.h>
 #include <drm/drm_print.h>
 #include <linux/dma-fence.h>
 #include <linux/dma-fence-chain.h>
@@ -138,20 +142,18 @@ static bool edu_job_next_xfer(struct edu_job *job, struct edu_xfer *x)
 	return false;
 }
 
-/* Called with the engine lock held; the job is off the engine's list. */
-static void edu_job_complete(struct edu_accel_device *edev, struct edu_job *job, int error)
+/*
+ * Tells the world the job ended, with job->error: its ranges are back with the CPU. Called
+ * with the engine lock held; the job is on no list.
+ */
+static void edu_job_signal_locked(struct edu_accel_device *edev, struct edu_job *job)
 {
 	struct edu_engine *e = &edev->engine;
 	struct drm_edu_accel_completion *slot = job->queue->slot;
 	struct dma_fence *fence = job->hw_fence;
+	int error = job->error;
 
-	/*
-	 * The device is done with the buffers: hand them back before anyone hears of it. Only
-	 * what was handed over: under bouncing, syncing an unsynced range for the CPU would copy
-	 * a stale bounce slot over the user's bytes.
-	 */
-	if (job->synced)
-		edu_job_sync_for_cpu(edev, job);
+	lockdep_assert_held(&e->lock);
 	if (error) {
 		WRITE_ONCE(slot->failed, job->seqno);
 		WRITE_ONCE(slot->error, error);
@@ -176,6 +178,42 @@ static void edu_job_complete(struct edu_accel_device *edev, struct edu_job *job,
 	job->hw_fence = NULL;
 	dma_fence_signal_locked(fence);
 	dma_fence_put(fence);
+}
+
+/* Nothing is on the engine or waiting to be completed (teardown waits for it unlocked). */
+static bool edu_engine_empty(struct edu_engine *e)
+{
+	return list_empty(&e->jobs) && list_empty(&e->done);
+}
+
+/*
+ * Completes the jobs that ended, in order. The device is done with their buffers: they are
+ * handed back before anyone hears of it, with interrupts on. Only what was handed over:
+ * under bouncing, syncing an unsynced range for the CPU would copy a stale bounce slot over
+ * the user's bytes.
+ */
+static void edu_engine_retire(struct edu_accel_device *edev)
+{
+	struct edu_engine *e = &edev->engine;
+	struct edu_job *job;
+
+	lockdep_assert_held(&e->advance_lock);
+	for (;;) {
+		spin_lock_irq(&e->lock);
+		job = list_first_entry_or_null(&e->done, struct edu_job, engine_link);
+		if (job)
+			list_del_init(&job->engine_link);
+		spin_unlock_irq(&e->lock);
+		if (!job)
+			return;
+		if (job->synced)
+			edu_job_sync_for_cpu(edev, job);
+		spin_lock_irq(&e->lock);
+		edu_job_signal_locked(edev, job);
+		if (edu_engine_empty(e))
+			wake_up_all(&e->idle);
+		spin_unlock_irq(&e->lock);
+	}
 }
 
 static void edu_engine_set_busy(struct edu_engine *e, bool busy)
@@ -210,7 +248,8 @@ static bool edu_fence_failed(struct dma_fence *fence)
 
 /*
  * First look at a job at the head: one whose input failed would copy bytes nobody made.
- * Every earlier job has ended here, so this is where the job's ranges pass to the device:
+ * Every earlier job has ended here (and, for a job with in-fences, signalled its fence), so
+ * this is where the job's ranges pass to the device:
  * a sync at run_job, with earlier jobs still on the engine, would copy stale CPU bytes over
  * what a producer already wrote into a shared bounce buffer.
  */
@@ -251,7 +290,14 @@ static void edu_engine_scrub(struct edu_accel_device *edev, u64 owner)
 	edu_hw_start_xfer(edev, &x);
 }
 
-/* Starts the next transfer of the first runnable job; completes jobs with nothing left. */
+/*
+ * Starts the next transfer of the first runnable job; jobs with nothing left go to the done
+ * list. Any context. Left at the head for edu_engine_advance(), which completes the done
+ * jobs first and starts it with the lock dropped: a job whose start moves bytes
+ * (edu_job_needs_sync()), and one with in-fences, whose errors show only once the jobs
+ * before it are completed (a dependency on a job of this scheduler is handed over as soon as
+ * that job is, so its fence may belong to a job still on the done list).
+ */
 static void edu_engine_kick_locked(struct edu_accel_device *edev)
 {
 	struct edu_engine *e = &edev->engine;
@@ -259,11 +305,14 @@ static void edu_engine_kick_locked(struct edu_accel_device *edev)
 	struct edu_xfer x;
 
 	lockdep_assert_held(&e->lock);
-	if (e->busy || e->reserved)
+	if (e->busy || e->reserved || e->starting)
 		return;
 	while ((job = list_first_entry_or_null(&e->jobs, struct edu_job, engine_link))) {
-		if (!job->started)
+		if (!job->started) {
+			if (job->nin || (!job->error && edu_job_needs_sync(job)))
+				return;
 			edu_job_start(edev, job);
+		}
 		if ((e->lost || drm_dev_is_unplugged(&edev->drm)) && !job->error)
 			job->error = -ENODEV;
 		if (!job->error && job->owner != e->owner) {
@@ -278,10 +327,53 @@ static void edu_engine_kick_locked(struct edu_accel_device *edev)
 			edu_hw_start_xfer(edev, &x);
 			return;
 		}
-		list_del_init(&job->engine_link);
-		edu_job_complete(edev, job, job->error);
+		list_move_tail(&job->engine_link, &e->done);
 	}
-	wake_up_all(&e->idle);
+	if (edu_engine_empty(e))
+		wake_up_all(&e->idle);
+}
+
+/*
+ * Everything the hard interrupt handler leaves to a thread: completes the jobs that ended,
+ * in order, and starts the job at the head when that moves bytes, with the lock dropped
+ * (@starting keeps everyone else off the engine meanwhile).
+ */
+static void edu_engine_advance_locked(struct edu_accel_device *edev)
+{
+	struct edu_engine *e = &edev->engine;
+	struct edu_job *job;
+	bool more;
+
+	lockdep_assert_held(&e->advance_lock);
+	do {
+		edu_engine_retire(edev);
+		spin_lock_irq(&e->lock);
+		job = list_first_entry_or_null(&e->jobs, struct edu_job, engine_link);
+		if (job && !job->started && !e->busy && !e->reserved) {
+			e->starting = true;
+			spin_unlock_irq(&e->lock);
+			edu_job_start(edev, job);
+			spin_lock_irq(&e->lock);
+			e->starting = false;
+		}
+		edu_engine_kick_locked(edev);
+		more = !list_empty(&e->done);
+		spin_unlock_irq(&e->lock);
+	} while (more);
+}
+
+static void edu_engine_advance(struct edu_accel_device *edev)
+{
+	mutex_lock(&edev->engine.advance_lock);
+	edu_engine_advance_locked(edev);
+	mutex_unlock(&edev->engine.advance_lock);
+}
+
+/* Whether the hard interrupt handler left work for the thread (lock held). */
+static bool edu_engine_needs_thread(struct edu_engine *e)
+{
+	return !list_empty(&e->done) ||
+	       (!e->busy && !e->reserved && !e->starting && !list_empty(&e->jobs));
 }
 
 /**
@@ -296,6 +388,7 @@ struct dma_fence *edu_engine_push(struct edu_accel_device *edev, struct edu_job 
 	struct edu_engine *e = &edev->engine;
 	struct dma_fence *fence = job->hw_fence_mem;
 	unsigned long flags;
+	bool advance;
 
 	/* Allocated at SUBMIT: the fence-signalling path must not allocate. */
 	job->hw_fence_mem = NULL;
@@ -307,21 +400,28 @@ struct dma_fence *edu_engine_push(struct edu_accel_device *edev, struct edu_job 
 	job->progress = e->xfers + e->scrubs;
 	list_add_tail(&job->engine_link, &e->jobs);
 	edu_engine_kick_locked(edev);
+	advance = edu_engine_needs_thread(e);
 	spin_unlock_irqrestore(&e->lock, flags);
+	/* run_job may sleep: start (or complete) here what the engine could not. */
+	if (advance)
+		edu_engine_advance(edev);
 	return fence;
 }
 
 /**
- * edu_engine_irq - a DMA transfer ended: program the next one, or finish the job
+ * edu_engine_irq - a DMA transfer ended: program the next one, or hand the job to the thread
  * @edev: the device
  *
- * Called from the interrupt handler.
+ * Called from the hard interrupt handler.
+ *
+ * Return: true when edu_engine_irq_thread() has work.
  */
-void edu_engine_irq(struct edu_accel_device *edev)
+bool edu_engine_irq(struct edu_accel_device *edev)
 {
 	struct edu_engine *e = &edev->engine;
 	struct edu_job *job;
 	struct edu_xfer x;
+	bool wake;
 
 	spin_lock(&e->lock);
 	if (!e->busy)
@@ -358,11 +458,25 @@ void edu_engine_irq(struct edu_accel_device *edev)
 		goto out;
 	}
 	edu_engine_set_busy(e, false);
-	list_del_init(&job->engine_link);
-	edu_job_complete(edev, job, job->error);
+	list_move_tail(&job->engine_link, &e->done);
 	edu_engine_kick_locked(edev);
 out:
+	wake = edu_engine_needs_thread(e);
 	spin_unlock(&e->lock);
+	return wake;
+}
+
+/**
+ * edu_engine_irq_thread - the interrupt's thread: completes ended jobs, starts bouncing ones
+ * @irq: the interrupt number
+ * @arg: the &struct edu_accel_device
+ *
+ * Return: IRQ_HANDLED.
+ */
+irqreturn_t edu_engine_irq_thread(int irq, void *arg)
+{
+	edu_engine_advance(arg);
+	return IRQ_HANDLED;
 }
 
 /*
@@ -419,14 +533,18 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	int idx, ret = 0, error = 0;
 	u32 cmd = 0;
 
+	/* The thread must not start or complete jobs under our feet. */
+	mutex_lock(&e->advance_lock);
 	/* A transfer really in flight ends within edu's 100 ms; let it before giving up. */
 	if (!READ_ONCE(e->lost)) {
 		/*
 		 * Unplugged: the engine cannot be asked whether the job's transfer still runs.
 		 * Removal waits for it, takes bus mastering away, then fails what remains.
 		 */
-		if (!drm_dev_enter(&edev->drm, &idx))
+		if (!drm_dev_enter(&edev->drm, &idx)) {
+			mutex_unlock(&e->advance_lock);
 			return false;
+		}
 		ret = edu_hw_wait_idle(edev, 500 * USEC_PER_MSEC, &cmd);
 		drm_dev_exit(idx);
 	}
@@ -470,13 +588,16 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	 * one, so the next job clears again).
 	 */
 	e->scrubbing = false;
-	list_del_init(&job->engine_link);
-	edu_job_complete(edev, job, error);
+	job->error = error;
+	list_move_tail(&job->engine_link, &e->done);
 	edu_engine_kick_locked(edev);
 	failed = true;
 out:
 	trace_edu_job_timeout(job->owner, job->queue->id, job->seqno, job->stuck_periods, error);
 	spin_unlock_irqrestore(&e->lock, flags);
+	if (failed)
+		edu_engine_advance_locked(edev);
+	mutex_unlock(&e->advance_lock);
 	return failed;
 }
 
@@ -513,6 +634,7 @@ void edu_engine_unreserve(struct edu_accel_device *edev)
 	e->owner = 0;	/* the self test's bytes are in the buffer */
 	edu_engine_kick_locked(edev);
 	spin_unlock_irq(&e->lock);
+	edu_engine_advance(edev);
 }
 
 /**
@@ -524,6 +646,7 @@ void edu_engine_unreserve(struct edu_accel_device *edev)
 int edu_engine_init(struct edu_accel_device *edev)
 {
 	struct edu_engine *e = &edev->engine;
+	int ret;
 
 	/* Coherent, so the device always reads the zeroes: no sync needed around a scrub. */
 	e->zero = dmam_alloc_coherent(&edev->pdev->dev, EDU_DEV_BUF_SIZE, &e->zero_dma,
@@ -532,6 +655,10 @@ int edu_engine_init(struct edu_accel_device *edev)
 		return -ENOMEM;
 	spin_lock_init(&e->lock);
 	INIT_LIST_HEAD(&e->jobs);
+	INIT_LIST_HEAD(&e->done);
+	ret = drmm_mutex_init(&edev->drm, &e->advance_lock);
+	if (ret)
+		return ret;
 	init_waitqueue_head(&e->idle);
 	e->fence_ctx = dma_fence_context_alloc(1);
 	return 0;
@@ -548,7 +675,7 @@ void edu_engine_stop(struct edu_accel_device *edev)
 	u32 cmd;
 
 	/* Jobs not started fail at once; a running one ends at its current transfer. */
-	wait_event_timeout(e->idle, list_empty(&e->jobs), 10 * HZ);
+	wait_event_timeout(e->idle, edu_engine_empty(e), 10 * HZ);
 	if (!READ_ONCE(e->lost) && edu_hw_wait_idle(edev, 2 * USEC_PER_SEC, &cmd) && cmd != ~0u)
 		drm_err(&edev->drm, "DMA still running at removal (cmd 0x%x)\n", cmd);
 	pci_clear_master(edev->pdev);
@@ -586,12 +713,15 @@ void edu_engine_fini(struct edu_accel_device *edev)
 	struct edu_engine *e = &edev->engine;
 	struct edu_job *job, *tmp;
 
+	mutex_lock(&e->advance_lock);
 	spin_lock_irq(&e->lock);
 	edu_engine_set_busy(e, false);
 	e->scrubbing = false;
 	list_for_each_entry_safe(job, tmp, &e->jobs, engine_link) {
-		list_del_init(&job->engine_link);
-		edu_job_complete(edev, job, -ENODEV);
+		job->error = -ENODEV;
+		list_move_tail(&job->engine_link, &e->done);
 	}
 	spin_unlock_irq(&e->lock);
+	edu_engine_retire(edev);
+	mutex_unlock(&e->advance_lock);
 }

@@ -23,6 +23,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/error-injection.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/pagemap.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
@@ -40,6 +41,14 @@
 
 /* Pin in batches of one page of page pointers, as ib_umem_get() does. */
 #define EDU_PIN_BATCH	(PAGE_SIZE / sizeof(struct page *))
+
+static unsigned int max_zone_dma_kb = 8192;
+module_param(max_zone_dma_kb, uint, 0444);
+MODULE_PARM_DESC(max_zone_dma_kb,
+		 "ZONE_DMA memory (16 MiB for the whole machine) all BOs of all devices may hold, in KiB; BO_CREATE fails with -ENOMEM past it where a device reaches no higher memory (default 8192)");
+
+/* Pages of ZONE_DMA held by BOs of every device (edu_alloc_reachable()). */
+static atomic_long_t edu_zone_dma_pages = ATOMIC_LONG_INIT(0);
 
 /*
  * Without a translating IOMMU, dma-direct would hand out the physical address (and on 6.1
@@ -255,6 +264,10 @@ static void edu_bo_release_pages(struct edu_bo *bo)
 	}
 	kvfree(bo->pages);
 	bo->pages = NULL;
+	if (bo->zone_dma_pages) {
+		atomic_long_sub(bo->zone_dma_pages, &edu_zone_dma_pages);
+		bo->zone_dma_pages = 0;
+	}
 }
 
 static void edu_bo_free(struct drm_gem_object *obj)
@@ -380,10 +393,11 @@ static void edu_bo_publish(struct edu_accel_device *edev, struct edu_client *cli
  * narrower than RAM, as dma-direct does: ZONE_DMA32 first, and ZONE_DMA once DMA32 handed out
  * a block above the mask (*low is then set for the rest of the BO).
  */
-static struct page *edu_alloc_reachable(struct edu_accel_device *edev, bool limited, bool *low,
-					unsigned int order)
+static struct page *edu_alloc_reachable(struct edu_accel_device *edev, struct edu_bo *bo,
+					bool limited, bool *low, unsigned int order)
 {
 	gfp_t gfp = GFP_USER | __GFP_ZERO | __GFP_ACCOUNT | __GFP_NOWARN;
+	unsigned long n = 1UL << order;
 	struct page *page;
 
 	if (order)
@@ -397,11 +411,25 @@ static struct page *edu_alloc_reachable(struct edu_accel_device *edev, bool limi
 		__free_pages(page, order);
 		*low = true;
 	}
+	/*
+	 * ZONE_DMA is 16 MiB for the whole machine (ISA-era drivers, other devices' coherent
+	 * memory): the driver's BOs may hold only a share of it, or two processes at the default
+	 * memlock limit would exhaust it.
+	 */
+	if (atomic_long_add_return(n, &edu_zone_dma_pages) >
+	    ((unsigned long)max_zone_dma_kb << 10) >> PAGE_SHIFT) {
+		atomic_long_sub(n, &edu_zone_dma_pages);
+		return NULL;
+	}
 	page = alloc_pages(gfp | GFP_DMA, order);
 	if (page && !edu_range_reachable(edev, page_to_phys(page), PAGE_SIZE << order)) {
 		__free_pages(page, order);
 		page = NULL;
 	}
+	if (page)
+		bo->zone_dma_pages += n;
+	else
+		atomic_long_sub(n, &edu_zone_dma_pages);
 	return page;
 }
 
@@ -420,7 +448,7 @@ static noinline int edu_bo_alloc_pages(struct edu_accel_device *edev, struct edu
 	while (i < bo->npages) {
 		while (order && (1UL << order) > bo->npages - i)
 			order--;
-		page = edu_alloc_reachable(edev, limited, &low, order);
+		page = edu_alloc_reachable(edev, bo, limited, &low, order);
 		if (!page) {
 			if (!order)
 				return -ENOMEM;	/* the free callback releases what was allocated */
@@ -595,11 +623,43 @@ static const struct mmu_interval_notifier_ops edu_userptr_notifier_ops = {
 	.invalidate = edu_userptr_invalidate,
 };
 
-static noinline int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
+/*
+ * The rule of edu_check_vmas() applied to a page pinned for writing: anonymous (a private
+ * mapping's copy included), hugetlbfs, shmem, or no page cache at all (a driver's pages).
+ */
+static bool edu_page_write_pinnable(struct page *page)
+{
+	struct folio *folio = page_folio(page);
+	struct address_space *mapping;
+
+	if (folio_test_anon(folio) || folio_test_hugetlb(folio))
+		return true;
+	mapping = folio_mapping(folio);
+	return !mapping || shmem_mapping(mapping);
+}
+
+/*
+ * The VMA check runs before the pin, and mmap() into a hole of the range between the two
+ * fires no notifier (nothing was mapped there): the pinned pages themselves decide, as
+ * 6.5's folio_fast_pin_allowed() does inside GUP.
+ */
+static int edu_check_pinned_pages(struct page **pages, unsigned long n)
+{
+	unsigned long i;
+
+	for (i = 0; i < n; i++)
+		if (!edu_page_write_pinnable(pages[i]))
+			return -EOPNOTSUPP;
+	return 0;
+}
+
+static noinline int edu_pin_user_range(struct edu_accel_device *edev, struct edu_bo *bo,
+				       unsigned long start)
 {
 	unsigned int gup = FOLL_LONGTERM;
 	bool write = !(bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY);
 	unsigned long pinned = 0;
+	u32 delay_ms;
 	int ret;
 
 	if (write)
@@ -607,20 +667,27 @@ static noinline int edu_pin_user_range(struct edu_bo *bo, unsigned long start)
 	mmap_read_lock(bo->mm);
 	ret = edu_check_vmas(bo->mm, start, start + (bo->npages << PAGE_SHIFT), write);
 	mmap_read_unlock(bo->mm);
+	delay_ms = READ_ONCE(edev->pin_delay_ms);
+	if (unlikely(delay_ms) && !ret)
+		msleep_interruptible(min(delay_ms, 10000U));
 	/*
 	 * Pinned without the mmap lock (the fast walk, twice the speed of pin_user_pages()): a
 	 * mapping that changes after the check is an invalidation of the watched range, so the
-	 * caller's mmu_interval_read_retry() sees it and checks and pins again.
+	 * caller's mmu_interval_read_retry() sees it and checks and pins again; one that appears
+	 * in a hole is caught on the pages.
 	 */
 	while (!ret && pinned < bo->npages) {
 		unsigned long n = min_t(unsigned long, bo->npages - pinned, EDU_PIN_BATCH);
 		long got = pin_user_pages_fast(start + (pinned << PAGE_SHIFT), n, gup,
 					       bo->pages + pinned);
 
-		if (got <= 0)
+		if (got <= 0) {
 			ret = got ? got : -EFAULT;
-		else
+		} else {
+			if (write)
+				ret = edu_check_pinned_pages(bo->pages + pinned, got);
 			pinned += got;
+		}
 		if (!ret && fatal_signal_pending(current))
 			ret = -EINTR;
 	}
@@ -635,7 +702,8 @@ ALLOW_ERROR_INJECTION(edu_pin_user_range, ERRNO);
  * write pin breaking copy-on-write is itself such a change); from success on, an
  * invalidation marks the BO invalid.
  */
-static int edu_userptr_pin_watched(struct edu_bo *bo, unsigned long start)
+static int edu_userptr_pin_watched(struct edu_accel_device *edev, struct edu_bo *bo,
+				   unsigned long start)
 {
 	unsigned long len = bo->npages << PAGE_SHIFT;
 	int ret, tries;
@@ -648,7 +716,7 @@ static int edu_userptr_pin_watched(struct edu_bo *bo, unsigned long start)
 	for (tries = 0; tries < 4; tries++) {
 		unsigned long seq = mmu_interval_read_begin(&bo->notifier);
 
-		ret = edu_pin_user_range(bo, start);
+		ret = edu_pin_user_range(edev, bo, start);
 		if (ret)
 			break;
 		spin_lock(&bo->notifier_lock);
@@ -714,7 +782,7 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 		ret = -ENOMEM;
 		goto uncharge;
 	}
-	ret = edu_userptr_pin_watched(bo, start);
+	ret = edu_userptr_pin_watched(edev, bo, start);
 	trace_edu_bo_pin(bo->client_id, bo->user_ptr, bo->npages,
 			 !(bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY), ret);
 	if (ret)

@@ -41,6 +41,7 @@ struct drm_file;
  *	invalidations (referenced)
  * @vaddr: kernel address of page 0 for driver-written pages (the completion page)
  * @readonly_map: userspace may map it only without write access
+ * @zone_dma_pages: BO_CREATE: pages taken from ZONE_DMA, counted against the driver's share
  */
 struct edu_bo {
 	struct drm_gem_object base;
@@ -66,6 +67,7 @@ struct edu_bo {
 	struct edu_bo *status;
 	void *vaddr;
 	bool readonly_map;
+	unsigned long zone_dma_pages;
 };
 
 /* A userptr BO whose range changed under it: the pages it pins are no longer the range's. */

@@ -62,7 +62,8 @@ int edu_hw_init(struct edu_accel_device *edev)
  * @irq: the interrupt number
  * @arg: the &struct edu_accel_device
  *
- * Return: IRQ_NONE when the device raised nothing.
+ * Return: IRQ_NONE when the device raised nothing, IRQ_WAKE_THREAD when the engine left
+ * work for its thread (edu_engine_irq_thread()).
  */
 irqreturn_t edu_hw_irq(int irq, void *arg)
 {
@@ -80,11 +81,16 @@ irqreturn_t edu_hw_irq(int irq, void *arg)
 	atomic64_inc(&edev->irq_count);
 	if (status & EDU_IRQ_DMA) {
 		atomic64_inc(&edev->dma_count);
-		/* The self test owns the channel only while the engine is reserved for it. */
-		if (READ_ONCE(edev->engine.reserved))
+		/*
+		 * The self test owns the channel only while the engine is reserved for it, and
+		 * its transfer has ended only once the start bit is clear: a stray interrupt would
+		 * have it program the next transfer over a running one, or free buffers the device
+		 * still writes.
+		 */
+		if (!READ_ONCE(edev->engine.reserved))
+			return edu_engine_irq(edev) ? IRQ_WAKE_THREAD : IRQ_HANDLED;
+		if (edu_hw_dma_idle(edev))
 			complete(&edev->dma_done);
-		else
-			edu_engine_irq(edev);
 	}
 	return IRQ_HANDLED;
 }
@@ -182,6 +188,8 @@ int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, 
 	mutex_lock(&edev->dma_lock);
 	reinit_completion(&edev->dma_done);
 	edu_program(edev, ram, dev_off, len, to_ram);
+	if (unlikely(READ_ONCE(edev->fault_selftest_stray_irq)))
+		edu_hw_raise_irq(edev, EDU_IRQ_DMA);
 	if (!wait_for_completion_timeout(&edev->dma_done,
 					 msecs_to_jiffies(EDU_DMA_TIMEOUT_MS))) {
 		u32 cmd;

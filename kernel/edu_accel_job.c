@@ -191,17 +191,42 @@ static void edu_job_free(struct edu_job *job)
 	kfree(job);
 }
 
+/**
+ * edu_job_free_work - release finished jobs: their BOs (pins), fences, queue references
+ * @work: &edu_accel_device.free_work
+ */
+void edu_job_free_work(struct work_struct *work)
+{
+	struct edu_accel_device *edev = container_of(work, struct edu_accel_device, free_work);
+	struct llist_node *list = llist_reverse_order(llist_del_all(&edev->free_jobs));
+	struct edu_job *job, *next;
+
+	llist_for_each_entry_safe(job, next, list, free_node) {
+		struct edu_queue *q = job->queue;
+
+		edu_job_free(job);
+		atomic_dec(&q->file->jobs);
+		edu_queue_put(q);
+		if (atomic_dec_and_test(&edev->jobs_alive))
+			wake_up_all(&edev->jobs_freed);
+		cond_resched();
+	}
+}
+
 static void edu_sched_free_job(struct drm_sched_job *sched_job)
 {
 	struct edu_job *job = to_edu_job(sched_job);
-	struct edu_queue *q = job->queue;
+	struct edu_accel_device *edev = job->queue->edev;
 
 	drm_sched_job_cleanup(sched_job);
 	if (!job->retired)	/* killed with its entity: it never reached the engine */
-		edu_queue_job_retired(q);
-	edu_job_free(job);
-	atomic_dec(&q->file->jobs);
-	edu_queue_put(q);
+		edu_queue_job_retired(job->queue);
+	/*
+	 * The last reference to a BO unpins and unmaps it (a gigabyte, or waiting on another
+	 * mm's notifier): not in the scheduler thread, which also runs run_job.
+	 */
+	if (llist_add(&job->free_node, &edev->free_jobs))
+		queue_work(system_unbound_wq, &edev->free_work);
 }
 
 /*
@@ -237,6 +262,26 @@ static bool edu_bo_sync_range(struct device *dev, struct edu_bo *bo, u64 off, u6
 			break;
 	}
 	return true;
+}
+
+/**
+ * edu_job_needs_sync - whether handing the job's ranges over moves bytes (bounce buffers,
+ * non-coherent DMA), which only process context may do
+ * @job: the job
+ *
+ * Return: false when every sync of the job is a no-op.
+ */
+bool edu_job_needs_sync(const struct edu_job *job)
+{
+	u32 i;
+
+	for (i = 0; i < job->nops; i++) {
+		const struct edu_op *op = &job->ops[i];
+
+		if ((op->src && op->src->need_sync) || (op->dst && op->dst->need_sync))
+			return true;
+	}
+	return false;
 }
 
 /**
@@ -294,9 +339,18 @@ static const struct drm_sched_backend_ops edu_sched_ops = {
 	.free_job = edu_sched_free_job,
 };
 
+/*
+ * The last close after unbind (or the end of a failed probe): drm_sched_fini() stops the
+ * scheduler thread, and on 6.1 leaks the jobs it has not freed yet, with their pins. Every
+ * file is closed, so every job is on its way out: wait for the count to reach zero first.
+ */
 static void edu_sched_fini(struct drm_device *drm, void *unused)
 {
-	drm_sched_fini(&to_edu(drm)->sched);
+	struct edu_accel_device *edev = to_edu(drm);
+
+	edu_sched_drain(edev);
+	drm_sched_fini(&edev->sched);
+	flush_work(&edev->free_work);
 }
 
 /**
@@ -326,32 +380,27 @@ int edu_sched_init(struct edu_accel_device *edev)
 #endif
 	if (ret)
 		return ret;
+	atomic_set(&edev->jobs_alive, 0);
+	init_waitqueue_head(&edev->jobs_freed);
+	init_llist_head(&edev->free_jobs);
+	INIT_WORK(&edev->free_work, edu_job_free_work);
 	return drmm_add_action_or_reset(&edev->drm, edu_sched_fini, NULL);
 }
 
 /**
- * edu_sched_drain - wait until the scheduler has freed every finished job
+ * edu_sched_drain - wait until every job handed to the scheduler is released
  * @edev: the device
  *
- * The scheduler thread frees finished jobs (and so drops their BOs' pins) on its own time;
- * drm_sched_fini() would not, so removal waits for it.
+ * After unplug every job ends at once (-ENODEV) and the scheduler frees it on its own time,
+ * the free worker then drops its BOs' pins; drm_sched_fini() would not, so removal and the
+ * last close wait for it. Only a job waiting for another driver's fence that never signals
+ * can outlast the wait (it is reported).
  */
 void edu_sched_drain(struct edu_accel_device *edev)
 {
-	struct drm_gpu_scheduler *sched = &edev->sched;
-	int i;
-
-	for (i = 0; i < 500; i++) {
-		bool empty;
-
-		spin_lock(&sched->job_list_lock);
-		empty = list_empty(&sched->pending_list);
-		spin_unlock(&sched->job_list_lock);
-		if (empty)
-			return;
-		msleep(20);
-	}
-	drm_notice(&edev->drm, "scheduler still holds jobs at removal\n");
+	if (!wait_event_timeout(edev->jobs_freed, !atomic_read(&edev->jobs_alive), 30 * HZ))
+		drm_err(&edev->drm, "%d jobs still held after 30 s\n",
+			atomic_read(&edev->jobs_alive));
 }
 
 /**
@@ -934,6 +983,7 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 	done = dma_fence_get(&job->base.s_fence->finished);
 	trace_edu_job_queued(job->owner, q->id, seqno, job->nops, job->nin, done->context,
 			     done->seqno);
+	atomic_inc(&to_edu(drm)->jobs_alive);
 	/* The job may run, end and be freed before push returns: not a word of it after. */
 	drm_sched_entity_push_job(&job->base);
 	edu_submit_fault_delay(to_edu(drm));

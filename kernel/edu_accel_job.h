@@ -5,6 +5,7 @@
 #include <drm/drm_file.h>
 #include <drm/gpu_scheduler.h>
 #include <linux/dma-fence.h>
+#include <linux/interrupt.h>
 #include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/xarray.h>
@@ -125,6 +126,7 @@ struct edu_sg_cursor {
  *	CPU when it ends (a job failed before then never gave them away)
  * @retired: the job wrote its completion (or was killed before it could)
  * @engine_link: entry in the engine's queue
+ * @free_node: entry in &edu_accel_device.free_jobs once the scheduler is done with it
  * @progress: engine transfer count when the timeout handler last looked
  * @stuck_periods: consecutive timeout periods in which the device still ran one transfer
  * @nops: entries of @ops
@@ -151,6 +153,7 @@ struct edu_job {
 	bool synced;
 	bool retired;
 	struct list_head engine_link;
+	struct llist_node free_node;
 	u64 progress;
 	u32 stuck_periods;
 	u32 nops;
@@ -185,8 +188,15 @@ struct edu_xfer {
 
 /**
  * struct edu_engine - the IRQ-driven state machine over edu's one DMA channel
- * @lock: protects everything below; also the lock of every hardware fence
+ * @lock: protects everything below but @advance_lock; also the lock of every hardware fence
  * @jobs: jobs handed over by the scheduler, in order; the first one is running
+ * @done: jobs whose last transfer ended (or that failed), in order, waiting for the
+ *	interrupt thread to give their ranges back to the CPU and signal their fences
+ * @advance_lock: held by whoever completes or starts jobs in process context (the interrupt
+ *	thread, run_job, the timeout handler, teardown): completions stay in order, and a job's
+ *	start runs unlocked without another taking the engine meanwhile
+ * @starting: a job at the head is being started (its ranges handed to the device) with
+ *	@lock dropped: nothing else may program the engine
  * @busy: a transfer is programmed and its interrupt not yet seen
  * @inflight: bytes of that transfer
  * @scrubbing: that transfer clears the device buffer for @scrub_for
@@ -214,6 +224,9 @@ struct edu_xfer {
 struct edu_engine {
 	spinlock_t lock;
 	struct list_head jobs;
+	struct list_head done;
+	struct mutex advance_lock;
+	bool starting;
 	bool busy;
 	u32 inflight;
 	bool scrubbing;
@@ -242,13 +255,15 @@ void edu_engine_fini(struct edu_accel_device *edev);
 void edu_engine_stop(struct edu_accel_device *edev);
 void edu_engine_halt(struct edu_accel_device *edev);
 struct dma_fence *edu_engine_push(struct edu_accel_device *edev, struct edu_job *job);
-void edu_engine_irq(struct edu_accel_device *edev);
+bool edu_engine_irq(struct edu_accel_device *edev);
+irqreturn_t edu_engine_irq_thread(int irq, void *arg);
 bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job);
 int edu_engine_reserve(struct edu_accel_device *edev);
 void edu_engine_unreserve(struct edu_accel_device *edev);
 
 int edu_sched_init(struct edu_accel_device *edev);
 void edu_sched_drain(struct edu_accel_device *edev);
+void edu_job_free_work(struct work_struct *work);
 int edu_file_open(struct drm_file *file, struct edu_client *client);
 void edu_file_close(struct drm_file *file);
 int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *file);
@@ -261,6 +276,7 @@ struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle);
 void edu_file_handle_closed(struct drm_file *file, struct edu_bo *bo);
 void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job);
 void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job);
+bool edu_job_needs_sync(const struct edu_job *job);
 
 static inline struct edu_client *edu_file_client(struct drm_file *file)
 {

@@ -4,13 +4,18 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "detail/sysfs.hpp"
 #include "edu_device.hpp"
@@ -50,6 +55,7 @@ class BoTest : public ::testing::Test {
     auto nodes = hostrt::detail::bound_edu_nodes();
     ASSERT_FALSE(nodes.empty()) << "no edu_accel device";
     node_ = nodes[0].render;
+    debugfs_ = nodes[0].debugfs;
     fd_ = std::make_unique<Fd>(node_);
     ASSERT_GE(fd(), 0) << node_;
     pins_before_ = pins_outstanding();
@@ -57,8 +63,8 @@ class BoTest : public ::testing::Test {
   void TearDown() override {
     fd_.reset();
     // Closing the file released every handle: nothing may stay pinned (a finished job's
-    // references go when the scheduler frees it, a moment later).
-    for (int i = 0; i < 100 && pins_outstanding() != pins_before_; ++i) usleep(10000);
+    // references go when the driver's release worker runs, a moment later).
+    for (int i = 0; i < 3000 && pins_outstanding() != pins_before_; ++i) usleep(10000);
     EXPECT_EQ(pins_outstanding(), pins_before_) << "pinned pages left after closing the file";
   }
   int fd() const { return fd_->get(); }
@@ -81,6 +87,7 @@ class BoTest : public ::testing::Test {
   }
 
   std::string node_;
+  std::string debugfs_;
   std::unique_ptr<Fd> fd_;
   int64_t pins_before_ = 0;
 };
@@ -433,6 +440,45 @@ TEST_F(BoTest, WritablePinOfAFileMappingIsRefused) {
   unlink("/tmp/userptr-shmem");
 }
 
+// The mapping check runs before the pin and mmap() into a hole of the range fires no
+// notifier: a regular file's page mapped there meanwhile must still not be pinned for
+// writing. ramfs stands in for a filesystem with writeback (page cache, not shmem); the
+// driver's fault_pin_delay_ms knob opens the window between the check and the pin.
+TEST_F(BoTest, AFileMappedIntoAHoleDuringTheWritePinIsRefused) {
+  const std::string dir = "/tmp/edu-ramfs";
+  mkdir(dir.c_str(), 0700);
+  ASSERT_EQ(mount("none", dir.c_str(), "ramfs", 0, nullptr), 0) << strerror(errno);
+  const int f = open((dir + "/page").c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(f, 0);
+  ASSERT_EQ(ftruncate(f, kPage), 0);
+  Mapping m(3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_TRUE(m.ok());
+  std::memset(m.data(), 1, 3 * kPage);
+  uint8_t* hole = m.data() + kPage;
+  ASSERT_EQ(munmap(hole, kPage), 0);
+  ASSERT_TRUE(write_sysfs(debugfs_ + "/fault_pin_delay_ms", "3000"));
+  std::atomic<bool> mapped{false};
+  std::thread filler([&] {
+    usleep(300 * 1000);  // guest time; the pin waits 3 s after its check
+    void* p = mmap(hole, kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, f, 0);
+    mapped = p == hole;
+  });
+  uint32_t h = 0;
+  const int err = bo_userptr(fd(), m.data(), 3 * kPage, 0, &h);
+  filler.join();
+  write_sysfs(debugfs_ + "/fault_pin_delay_ms", "0");
+  ASSERT_TRUE(mapped.load()) << "the file was not mapped into the hole";
+  if (err == 0) gem_close(fd(), h);
+  EXPECT_EQ(err, EOPNOTSUPP) << "a regular file's page was pinned for writing through the hole";
+  // Without the race the mapping check refuses it, and a read-only pin is fine.
+  EXPECT_EQ(bo_userptr(fd(), m.data(), 3 * kPage, 0, &h), EOPNOTSUPP);
+  ASSERT_EQ(bo_userptr(fd(), m.data(), 3 * kPage, DRM_EDU_ACCEL_BO_USERPTR_READONLY, &h), 0);
+  gem_close(fd(), h);
+  munmap(hole, kPage);
+  close(f);
+  umount(dir.c_str());
+}
+
 // The file's status in its completion page, mapped read-only.
 const volatile drm_edu_accel_file_status* file_status(int fd) {
   uint64_t handle = 0;
@@ -711,7 +757,8 @@ TEST_F(BoTest, CreatedBosAreReachableWithoutAnIommu) {
   ASSERT_TRUE(hog.ok());
   std::memset(hog.data(), 1, hog.size());
   std::vector<uint32_t> handles;
-  for (int i = 0; i < 8; ++i) {
+  // 6 MiB: within the driver's share of ZONE_DMA (max_zone_dma_kb, 8 MiB), where they may land.
+  for (int i = 0; i < 6; ++i) {
     uint32_t h = 0;
     ASSERT_EQ(bo_create(fd(), kMiB, &h), 0) << "BO " << i;
     handles.push_back(h);
@@ -721,6 +768,53 @@ TEST_F(BoTest, CreatedBosAreReachableWithoutAnIommu) {
     ASSERT_EQ(queue_create(fd(), &q), 0);
   }
   for (auto h : handles) gem_close(fd(), h);
+}
+
+// ZONE_DMA's free pages, from /proc/zoneinfo.
+uint64_t zone_dma_free_pages() {
+  std::ifstream in("/proc/zoneinfo");
+  bool in_dma = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Node ", 0) == 0)
+      in_dma = line.find("zone      DMA") != std::string::npos && line.find("DMA32") == std::string::npos;
+    const auto at = line.find("pages free");
+    if (in_dma && at != std::string::npos) return std::stoull(line.substr(at + 10));
+  }
+  return 0;
+}
+
+// Without an IOMMU and with a mask narrower than RAM, BO_CREATE falls back to ZONE_DMA: 16 MiB
+// for the whole machine, which other drivers need too. The driver's BOs hold at most
+// max_zone_dma_kb of it (BO_CREATE fails with ENOMEM past it) instead of all of it.
+TEST_F(BoTest, CreatedBosTakeABoundedShareOfZoneDma) {
+  if (iommu() || param(fd(), DRM_EDU_ACCEL_PARAM_DMA_MASK_BITS) > 24)
+    GTEST_SKIP() << "needs a mask within ZONE_DMA and no IOMMU (config dma24)";
+  std::ifstream pf("/sys/module/edu_accel/parameters/max_zone_dma_kb");
+  uint64_t share_kb = 0;
+  ASSERT_TRUE(pf >> share_kb);
+  const uint64_t before = zone_dma_free_pages();
+  uint64_t lowest = before;
+  std::vector<uint32_t> handles;
+  int err = 0;
+  for (int i = 0; i < 24 && !err; ++i) {
+    uint32_t h = 0;
+    err = bo_create(fd(), kMiB, &h);
+    if (!err) handles.push_back(h);
+    lowest = std::min(lowest, zone_dma_free_pages());
+  }
+  const uint64_t taken_kb = (before - lowest) * kPage / 1024;
+  std::printf("ZONE_DMA: %llu KiB free before, %llu KiB taken by %zu MiB of BOs (share %llu KiB), then %s\n",
+              static_cast<unsigned long long>(before * kPage / 1024),
+              static_cast<unsigned long long>(taken_kb), handles.size(),
+              static_cast<unsigned long long>(share_kb), err ? strerror(err) : "no refusal");
+  EXPECT_LE(taken_kb, share_kb + 1024) << "BO_CREATE took more of ZONE_DMA than the driver's share";
+  EXPECT_EQ(err, ENOMEM)
+      << "24 MiB of BOs fit without ZONE_DMA running out: the test did not reach the limit";
+  for (auto h : handles) gem_close(fd(), h);
+  // Given back: the share is usable again.
+  uint32_t h = 0;
+  ASSERT_EQ(bo_create(fd(), kMiB, &h), 0);
+  gem_close(fd(), h);
 }
 
 // BO_CREATE takes blocks of up to 64 KiB: single pages come back from the allocator in falling

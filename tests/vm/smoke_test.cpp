@@ -11,6 +11,7 @@
 #include <string>
 
 #include "detail/sysfs.hpp"
+#include "edu_device.hpp"
 
 using hostrt::detail::bound_edu_nodes;
 using hostrt::detail::field;
@@ -85,6 +86,19 @@ TEST(Smoke, DmaRoundTripThroughEachDevice) {
     // Two transfers, each completed by its own interrupt.
     EXPECT_EQ(std::stoll(*field(*after, "dma_transfers")) - std::stoll(*field(*before, "dma_transfers")), 2)
         << n.pci;
+  }
+}
+
+// Any DMA interrupt used to end the self test's wait: a stray one (the fault_selftest_stray_irq
+// knob raises one as each transfer starts) made it read the result, program the next transfer
+// over the running one, and free buffers the device was still writing.
+TEST(Smoke, SelfTestWaitsForItsTransferNotForAStrayInterrupt) {
+  for (const auto& n : bound_edu_nodes()) {
+    ASSERT_TRUE(edu_test::write_sysfs(n.debugfs + "/fault_selftest_stray_irq", "1")) << n.debugfs;
+    auto verdict = read_text(n.debugfs + "/selftest");
+    edu_test::write_sysfs(n.debugfs + "/fault_selftest_stray_irq", "0");
+    ASSERT_TRUE(verdict) << n.debugfs;
+    EXPECT_EQ(verdict->rfind("PASS", 0), 0u) << n.pci << ": " << *verdict;
   }
 }
 

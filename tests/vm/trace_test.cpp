@@ -32,7 +32,11 @@ bool slow_dma() { return env_is("VM_ICOUNT", "off"); }
 
 struct Event {
   std::string name;
-  std::string text;  // the fields, as TP_printk wrote them
+  std::string text;   // the fields, as TP_printk wrote them
+  std::string flags;  // the context column: "d.h1." is a hard interrupt, "....." a thread
+  std::string task;   // "comm-pid" of the task the event ran in
+  // In a hard interrupt handler (ftrace's 'h', or 'H' for one that interrupted a softirq).
+  bool hardirq() const { return flags.size() > 2 && (flags[2] == 'h' || flags[2] == 'H'); }
   std::optional<std::string> field(const std::string& key) const {
     const std::string k = key + "=";
     size_t at = 0;
@@ -82,7 +86,20 @@ class Tracer {
       if (name_at == std::string::npos) continue;
       const size_t colon = line.find(": ", name_at + 2);
       if (colon == std::string::npos) continue;
-      out.push_back({line.substr(name_at + 2, colon - name_at - 2), line.substr(colon + 2)});
+      const size_t cpu_end = line.find("] ");
+      std::string flags;
+      if (cpu_end != std::string::npos && cpu_end < name_at) {
+        const size_t from = cpu_end + 2;
+        flags = line.substr(from, line.find(' ', from) - from);
+      }
+      std::string task;
+      const size_t cpu_at = line.find(" [");
+      if (cpu_at != std::string::npos && cpu_at < name_at) {
+        const size_t from = line.find_first_not_of(' ');
+        task = line.substr(from, cpu_at - from);
+        task.erase(task.find_last_not_of(' ') + 1);
+      }
+      out.push_back({line.substr(name_at + 2, colon - name_at - 2), line.substr(colon + 2), flags, task});
     }
     return out;
   }
@@ -127,6 +144,18 @@ class Client {
   Fd fd_;
   uint32_t queue_ = 0;
 };
+
+// Waits (guest time) until debugfs `bos` lists no BO of `user`: the driver released it.
+bool released(const std::string& user) {
+  const auto nodes = hostrt::detail::bound_edu_nodes();
+  if (nodes.empty()) return false;
+  for (int i = 0; i < 3000; ++i) {
+    const auto text = hostrt::detail::read_text(nodes[0].debugfs + "/bos");
+    if (text && text->find("user=" + user + " ") == std::string::npos) return true;
+    usleep(10000);
+  }
+  return false;
+}
 
 std::string render_node() {
   const auto nodes = hostrt::detail::bound_edu_nodes();
@@ -180,10 +209,11 @@ TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
     src_nents = si.dma_nents;
     dst_nents = di.dma_nents;
     seqno = c.copy(src, dst, n);
-  }  // the file closes: BOs unmapped and unpinned
-  const std::vector<Event> ev = tracer.read();
+  }  // the file closes: the BOs go with the job's release (a worker's, after the fence)
   std::ostringstream user;
   user << "0x" << std::hex << reinterpret_cast<uintptr_t>(mem.data());
+  EXPECT_TRUE(released(user.str())) << "the registration is still listed in debugfs bos";
+  const std::vector<Event> ev = tracer.read();
   const size_t pin = find(ev, "edu_bo_pin", 0, [&](const Event& e) { return e.field("user") == user.str(); });
   ASSERT_NE(pin, std::string::npos) << "no edu_bo_pin of " << user.str() << " among " << ev.size()
                                     << " events";
@@ -243,6 +273,19 @@ TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
     }
   }
   EXPECT_EQ(starts, dones);
+  // Only the chaining of transfers runs in the hard interrupt handler: CPU syncs (under
+  // bouncing, megabytes of memcpy) and fence signalling (with every callback) run in the
+  // engine's interrupt thread, with interrupts on.
+  uint64_t chained_in_irq = 0;
+  for (const Event& e : ev) {
+    if (!this_job(e)) continue;
+    if (e.name == "edu_xfer_start" && e.hardirq()) ++chained_in_irq;
+    if ((e.name == "edu_job_sync" && e.num("bytes") != 0) || e.name == "edu_job_done") {
+      EXPECT_FALSE(e.hardirq()) << e.name << " " << e.text << " in a hard interrupt (context " << e.flags
+                                << ")";
+    }
+  }
+  EXPECT_GT(chained_in_irq, 0u) << "no transfer chained from the interrupt handler";
   const uint64_t minimum = 2 * ((n + kChunk - 1) / kChunk);
   if (iommu) {
     EXPECT_EQ(src_nents, 1u);
@@ -303,6 +346,50 @@ TEST(TraceTest, TheDeviceBufferIsScrubbedExactlyWhenTheClientChanges) {
   // A job reaches the engine's head (edu_job_start), then the engine clears the buffer for it.
   const std::vector<std::string> want = {"A", "B", "scrub:A>B", "A", "scrub:B>A"};
   EXPECT_EQ(rest, want);
+}
+
+// The last reference to a job's BOs goes with the job, and dropping it unpins and unmaps
+// (a gigabyte, or waiting on another mm's notifier): a worker does it, not the scheduler's
+// thread, which also hands every queue's jobs to the engine.
+TEST(TraceTest, AJobsLastBoReferenceIsDroppedByAWorkerNotTheSchedulerThread) {
+  const auto nodes = hostrt::detail::bound_edu_nodes();
+  ASSERT_FALSE(nodes.empty());
+  Tracer tracer;
+  if (!tracer.ok()) GTEST_SKIP() << "no tracefs with edu_accel events here";
+  const uint64_t n = 16 * 4096;
+  std::vector<uint8_t> mem(n, 0x5a);
+  std::ostringstream user;
+  user << "0x" << std::hex << reinterpret_cast<uintptr_t>(mem.data());
+  {
+    Client c(nodes[0].render);
+    uint32_t src = 0, done = 0;
+    ASSERT_EQ(bo_userptr(c.fd(), mem.data(), n, 0, &src), 0);
+    const uint32_t dst = c.bo(n);
+    ASSERT_EQ(drmSyncobjCreate(c.fd(), 0, &done), 0);
+    // The job's first interrupt is ignored: it stays on the engine until the timeout fails
+    // it, long after the handles below are closed, so the job holds the BOs' last references.
+    std::ofstream(nodes[0].debugfs + "/fault_drop_irqs") << "1\n";
+    const drm_edu_accel_copy_op o = op(DRM_EDU_ACCEL_OP_H2H, src, 0, dst, 0, n);
+    const drm_edu_accel_sync out = sync_point(done);
+    ASSERT_EQ(submit(c.fd(), c.queue(), &o, 1, nullptr, 0, &out, 1), 0);
+    ASSERT_EQ(gem_close(c.fd(), src), 0);
+    ASSERT_EQ(gem_close(c.fd(), dst), 0);
+    EXPECT_EQ(drmSyncobjWait(c.fd(), &done, 1, static_cast<int64_t>(abs_deadline_ns(600)), 0, nullptr), 0);
+  }
+  // The release runs on its own time after the fence.
+  EXPECT_TRUE(released(user.str())) << "the registration is still listed in debugfs bos";
+  const std::vector<Event> ev = tracer.read();
+  const size_t pin = find(ev, "edu_bo_pin", 0, [&](const Event& e) { return e.field("user") == user.str(); });
+  ASSERT_NE(pin, std::string::npos) << "no edu_bo_pin of " << user.str();
+  const uint64_t client = ev[pin].num("client");
+  const size_t run = find(ev, "edu_job_run", pin, [&](const Event& e) { return e.num("client") == client; });
+  const size_t unpin =
+      find(ev, "edu_bo_unpin", pin, [&](const Event& e) { return e.field("user") == user.str(); });
+  ASSERT_NE(run, std::string::npos);
+  ASSERT_NE(unpin, std::string::npos) << "the BO was never unpinned";
+  std::printf("run_job in %s, last reference dropped in %s\n", ev[run].task.c_str(), ev[unpin].task.c_str());
+  EXPECT_NE(ev[unpin].task, ev[run].task) << "unpinned by the scheduler thread";
+  EXPECT_EQ(ev[unpin].task.rfind("kworker/", 0), 0u) << ev[unpin].task;
 }
 
 }  // namespace
