@@ -192,10 +192,14 @@ static void edu_accel_show_fdinfo(struct seq_file *m, struct file *f)
 {
 	struct drm_file *file = f->private_data;
 	struct drm_device *drm = file->minor->dev;
+	struct edu_client *client = edu_file_client(file);
 
 	seq_printf(m, "drm-driver:\t%s\n", drm->driver->name);
 	seq_printf(m, "drm-pdev:\t%s\n", dev_name(drm->dev));
-	seq_printf(m, "drm-client-id:\t%llu\n", edu_file_client(file)->id);
+	seq_printf(m, "drm-client-id:\t%llu\n", client->id);
+	/* drm-usage-stats: engine busy time, and the memory this file's BOs pin (all system RAM). */
+	seq_printf(m, "drm-engine-dma:\t%lld ns\n", atomic64_read(&client->engine_ns));
+	seq_printf(m, "drm-memory-system:\t%lld KiB\n", atomic64_read(&client->pinned_bytes) >> 10);
 }
 
 static const struct file_operations edu_accel_fops = {

@@ -93,6 +93,8 @@ struct edu_accel_device {
  * @tgid: process that opened the file
  * @comm: its name at open time
  * @pinned_bytes: bytes of its live BOs
+ * @engine_ns: time its jobs held the engine, from their start at its head to their last
+ *	transfer's end (fdinfo's drm-engine-dma)
  */
 struct edu_client {
 	struct kref ref;
@@ -102,6 +104,7 @@ struct edu_client {
 	pid_t tgid;
 	char comm[TASK_COMM_LEN];
 	atomic64_t pinned_bytes;
+	atomic64_t engine_ns;
 };
 
 static inline struct edu_accel_device *to_edu(struct drm_device *drm)

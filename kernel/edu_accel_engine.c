@@ -180,6 +180,19 @@ static void edu_job_signal_locked(struct edu_accel_device *edev, struct edu_job 
 	dma_fence_put(fence);
 }
 
+/*
+ * The job leaves the engine (its last transfer ended, or it failed): it waits on the done
+ * list, and the time since its start at the head is its client's engine time (fdinfo).
+ */
+static void edu_job_ended_locked(struct edu_engine *e, struct edu_job *job)
+{
+	lockdep_assert_held(&e->lock);
+	if (job->started)
+		atomic64_add(ktime_to_ns(ktime_sub(ktime_get(), job->start_time)),
+			     &job->queue->file->client->engine_ns);
+	list_move_tail(&job->engine_link, &e->done);
+}
+
 /* Nothing is on the engine or waiting to be completed (teardown waits for it unlocked). */
 static bool edu_engine_empty(struct edu_engine *e)
 {
@@ -258,6 +271,7 @@ static void edu_job_start(struct edu_accel_device *edev, struct edu_job *job)
 	u32 i;
 
 	job->started = true;
+	job->start_time = ktime_get();
 	for (i = 0; i < job->nin && !job->error; i++)
 		if (edu_fence_failed(job->in_fences[i]))
 			job->error = -ECANCELED;
@@ -327,7 +341,7 @@ static void edu_engine_kick_locked(struct edu_accel_device *edev)
 			edu_hw_start_xfer(edev, &x);
 			return;
 		}
-		list_move_tail(&job->engine_link, &e->done);
+		edu_job_ended_locked(e, job);
 	}
 	if (edu_engine_empty(e))
 		wake_up_all(&e->idle);
@@ -458,7 +472,7 @@ bool edu_engine_irq(struct edu_accel_device *edev)
 		goto out;
 	}
 	edu_engine_set_busy(e, false);
-	list_move_tail(&job->engine_link, &e->done);
+	edu_job_ended_locked(e, job);
 	edu_engine_kick_locked(edev);
 out:
 	wake = edu_engine_needs_thread(e);
@@ -589,7 +603,7 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 	 */
 	e->scrubbing = false;
 	job->error = error;
-	list_move_tail(&job->engine_link, &e->done);
+	edu_job_ended_locked(e, job);
 	edu_engine_kick_locked(edev);
 	failed = true;
 out:
@@ -719,7 +733,7 @@ void edu_engine_fini(struct edu_accel_device *edev)
 	e->scrubbing = false;
 	list_for_each_entry_safe(job, tmp, &e->jobs, engine_link) {
 		job->error = -ENODEV;
-		list_move_tail(&job->engine_link, &e->done);
+		edu_job_ended_locked(e, job);
 	}
 	spin_unlock_irq(&e->lock);
 	edu_engine_retire(edev);

@@ -122,6 +122,7 @@ struct edu_sg_cursor {
  * @nin: entries of @in_fences
  * @error: set when the job must not (or did not) complete normally
  * @started: the engine has looked at the job at its head (and at its in-fences)
+ * @start_time: when it did (the job's engine time runs from here to its last transfer's end)
  * @synced: the job's ranges were handed to the device at the head, so they go back to the
  *	CPU when it ends (a job failed before then never gave them away)
  * @retired: the job wrote its completion (or was killed before it could)
@@ -150,6 +151,7 @@ struct edu_job {
 	u32 nin;
 	int error;
 	bool started;
+	ktime_t start_time;
 	bool synced;
 	bool retired;
 	struct list_head engine_link;

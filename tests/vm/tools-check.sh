@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make run's demo, hostrt-smi and edu-inspect in the VM, as a user would run them: the demo
 # must pass its checks on every device, hostrt-smi must list every bound device with the
-# driver's state, and edu-inspect's views of one buffer (pagemap, debugfs, BO_INFO, a copy's
+# processes using it and the driver's state, and edu-inspect's views of one buffer (pagemap, debugfs, BO_INFO, a copy's
 # trace, the pool) must agree with each other (its --check; make tour runs it in every
 # configuration).
 #
@@ -24,6 +24,9 @@ devices=$(sed -n 's/^devices bound to edu_accel: //p' "$out/demo.txt" 2>/dev/nul
 [ -n "$devices" ] && [ "$devices" -ge 1 ] || { echo "FAIL: the demo found no device"; fail=1; }
 [ "$(grep -c 'renderD' "$out/smi.txt" 2>/dev/null)" -ge "${devices:-1}" ] ||
 	{ echo "FAIL: hostrt-smi does not list the $devices devices"; fail=1; }
+# Its process list comes from fdinfo: hostrt-smi holds each device open, so it lists itself.
+[ "$(grep -cE '^ +[0-9]+  .* [0-9]+ +[0-9]+ ns +[0-9]+ KiB  \(this process\)$' "$out/smi.txt" 2>/dev/null)" -ge "${devices:-1}" ] ||
+	{ echo "FAIL: hostrt-smi's process lists (fdinfo) lack hostrt-smi itself"; fail=1; }
 check inspect.txt '^checks: [0-9]* passed, 0 failed'
 # The IOMMU maps each buffer as one IOVA range: a 1 MiB copy is then 2 * ceil(1 MiB / 4095).
 [ "$config" != iommu ] || check inspect.txt '^SUMMARY copy transfers=514 '

@@ -195,7 +195,7 @@ TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
   for (auto& b : mem) b = static_cast<uint8_t>(rng());
   uint64_t seqno = 0, src_nents = 0, dst_nents = 0;
   bool iommu = false;
-  std::map<std::string, std::string> info;
+  std::map<std::string, std::string> info, after;
   {
     Client c(node);
     info = fdinfo(c.fd());
@@ -209,6 +209,7 @@ TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
     src_nents = si.dma_nents;
     dst_nents = di.dma_nents;
     seqno = c.copy(src, dst, n);
+    after = fdinfo(c.fd());
   }  // the file closes: the BOs go with the job's release (a worker's, after the fence)
   std::ostringstream user;
   user << "0x" << std::hex << reinterpret_cast<uintptr_t>(mem.data());
@@ -223,6 +224,21 @@ TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
   EXPECT_EQ(info["drm-driver"], "edu_accel");
   EXPECT_FALSE(info["drm-pdev"].empty());
   EXPECT_EQ(info["drm-client-id"], std::to_string(client));
+  // drm-usage-stats: the engine time of the file's jobs (none before the copy, the copy's
+  // span on the engine after it) and the memory its BOs pin (1 MiB each, the registration
+  // rounded out to whole pages).
+  EXPECT_EQ(info["drm-engine-dma"], "0 ns");
+  EXPECT_EQ(info["drm-memory-system"], "0 KiB");
+  const std::string busy = after["drm-engine-dma"];
+  ASSERT_GE(busy.size(), 4u) << "no drm-engine-dma after a copy";
+  EXPECT_EQ(busy.substr(busy.size() - 3), " ns");
+  EXPECT_GT(std::stoull(busy), 0u);
+  const uint64_t pinned_kib =
+      std::stoull(after["drm-memory-system"].empty() ? "0" : after["drm-memory-system"]);
+  EXPECT_GE(pinned_kib, 2 * n / 1024);
+  EXPECT_LE(pinned_kib, 2 * n / 1024 + 8);
+  std::printf("fdinfo after the copy: drm-engine-dma %s, drm-memory-system %s\n", busy.c_str(),
+              after["drm-memory-system"].c_str());
   auto mine = [&](const Event& e) { return e.num("client") == client; };
   auto this_job = [&](const Event& e) { return mine(e) && e.num("seqno") == seqno; };
   auto of_user = [&](const Event& e) { return mine(e) && e.field("user") == user.str(); };

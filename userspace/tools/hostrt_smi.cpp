@@ -1,10 +1,19 @@
-// hostrt-smi: what the runtime sees of each device (capabilities through GET_PARAM) and, for
-// the real driver, its debugfs state: engine, queues and jobs, pinned memory per client.
+// hostrt-smi: what the runtime sees of each device (capabilities through GET_PARAM), the
+// processes using it (their files' fdinfo, as nvidia-smi lists processes: an unprivileged
+// user sees their own) and, for root, the driver's debugfs state: engine, queues and jobs,
+// pinned memory per client.
 //
 // usage: hostrt-smi [--backend drm|emulated] [--no-debugfs]
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "detail/sysfs.hpp"
 #include "hostrt/hostrt.hpp"
@@ -40,6 +49,65 @@ void show_debugfs(const std::string& node, const char* file) {
     std::printf("      %s\n", text->substr(start, end - start).c_str());
     start = end + 1;
   }
+}
+
+// The PCI function behind a render node (/dev/dri/renderD128 -> 0000:00:02.0), "" if unknown.
+std::string pci_name(const std::string& node) {
+  std::error_code ec;
+  const auto name = std::filesystem::path(node).filename().string();
+  const auto dev = std::filesystem::canonical("/sys/class/drm/" + name + "/device", ec);
+  return ec ? std::string() : dev.filename().string();
+}
+
+// One open file of the device in some process, from /proc/<pid>/fdinfo/<fd> (drm-usage-stats).
+struct FileUse {
+  std::string pid, command, client, engine, memory;
+};
+
+std::map<std::string, std::string> read_fdinfo(const std::filesystem::path& path) {
+  std::map<std::string, std::string> keys;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const auto value = line.find_first_not_of(" \t", colon + 1);
+    keys[line.substr(0, colon)] = value == std::string::npos ? "" : line.substr(value);
+  }
+  return keys;
+}
+
+// Every file of the driver on `pci` that this user may see, one row per client (dup'ed and
+// inherited descriptors of one file share its client id).
+std::vector<FileUse> users_of(const std::string& pci) {
+  std::vector<FileUse> out;
+  std::set<std::string> seen;
+  std::error_code ec;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = proc.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code fec;
+    for (const auto& fd : std::filesystem::directory_iterator(proc.path() / "fdinfo", fec)) {
+      auto keys = read_fdinfo(fd.path());
+      if (keys["drm-driver"] != "edu_accel" || keys["drm-pdev"] != pci) continue;
+      if (!seen.insert(keys["drm-client-id"]).second) continue;
+      std::string command;
+      std::ifstream(proc.path() / "comm") >> command;
+      out.push_back({pid, command, keys["drm-client-id"], keys["drm-engine-dma"], keys["drm-memory-system"]});
+    }
+  }
+  return out;
+}
+
+void show_users(const std::string& node) {
+  const std::string pci = pci_name(node);
+  if (pci.empty()) return;
+  const auto users = users_of(pci);
+  std::printf("    processes (fdinfo of %s): %zu file(s)\n", pci.c_str(), users.size());
+  std::printf("      %8s  %-16s %7s  %20s  %12s\n", "pid", "command", "client", "engine time", "pinned");
+  const std::string self = std::to_string(getpid());
+  for (const auto& u : users)
+    std::printf("      %8s  %-16s %7s  %20s  %12s%s\n", u.pid.c_str(), u.command.c_str(), u.client.c_str(),
+                u.engine.c_str(), u.memory.c_str(), u.pid == self ? "  (this process)" : "");
 }
 
 void usage() { std::fprintf(stderr, "usage: hostrt-smi [--backend drm|emulated] [--no-debugfs]\n"); }
@@ -79,6 +147,7 @@ int main(int argc, char** argv) {
                   bytes(c.max_segment_size).c_str());
       std::printf("    queues per file %u, copies per job %u, pinned by this process %s\n", c.max_queues,
                   c.max_ops, bytes(d.pinned_bytes()).c_str());
+      if (!d.node().empty()) show_users(d.node());
       if (debugfs && !d.node().empty())
         for (const char* f : {"state", "engine", "queues", "pins"}) show_debugfs(d.node(), f);
     }
