@@ -463,6 +463,9 @@ static noinline int edu_bo_alloc_pages(struct edu_accel_device *edev, struct edu
 		i += 1UL << order;
 		if (fatal_signal_pending(current))
 			return -EINTR;
+		/* Inside drm_dev_enter(): a gigabyte must not hold up an unplug. */
+		if (drm_dev_is_unplugged(&edev->drm))
+			return -ENODEV;
 		cond_resched();
 	}
 	return 0;

@@ -906,12 +906,20 @@ static void edu_out_syncs_signal(struct edu_out_sync *outs, u32 n, struct dma_fe
 }
 
 /* Widens the window in which a queued job may end and be freed (debugfs fault injection). */
+/*
+ * Fault injection: SUBMIT sleeps after queueing its job. It runs inside drm_dev_enter(),
+ * which drm_dev_unplug() waits for: the sleep ends as soon as the device is unplugged.
+ */
 static void edu_submit_fault_delay(struct edu_accel_device *edev)
 {
 	u32 ms = READ_ONCE(edev->submit_delay_ms);
+	unsigned long end;
 
-	if (unlikely(ms))
-		msleep(min(ms, 10000U));
+	if (likely(!ms))
+		return;
+	end = jiffies + msecs_to_jiffies(min(ms, 10000U));
+	while (time_before(jiffies, end) && !drm_dev_is_unplugged(&edev->drm))
+		msleep(20);
 }
 
 int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)

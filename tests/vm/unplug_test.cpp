@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "detail/sysfs.hpp"
@@ -129,6 +130,36 @@ TEST_F(UnplugTest, UnbindWhileStreamingFailsTheProcessCleanlyAndTheDriverBindsAg
 
 // A file that outlives its device: BOs and mappings stay usable as memory, every ioctl says
 // ENODEV, and closing it afterwards frees everything.
+// drm_dev_unplug() waits for every section inside drm_dev_enter(): a long one must end when
+// the device goes. SUBMIT's fault delay (fault_submit_delay_ms, 10 s here, entered after the
+// job is queued) stands for them; before, the unbind waited the whole 10 s.
+TEST_F(UnplugTest, UnbindDoesNotWaitForALongSectionInsideTheDriver) {
+  Fd f(nodes_[0].render);
+  ASSERT_GE(f.get(), 0);
+  drm_edu_accel_queue_create q;
+  ASSERT_EQ(queue_create(f.get(), &q), 0);
+  uint32_t h = 0;
+  ASSERT_EQ(bo_create(f.get(), 4 * kPage, &h), 0);
+  ASSERT_TRUE(write_sysfs(nodes_[0].debugfs + "/fault_submit_delay_ms", "10000"));
+  std::thread submitter([&] {
+    auto o = op(DRM_EDU_ACCEL_OP_H2H, h, 0, h, kPage, 10);
+    submit(f.get(), q.queue, &o, 1, nullptr, 0, nullptr, 0);
+  });
+  usleep(500 * 1000);  // guest time: SUBMIT is in its delay by now
+  timespec t0{}, t1{};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const bool unbound = write_sysfs(std::string(kDriver) + "/unbind", nodes_[0].pci);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  submitter.join();
+  ASSERT_TRUE(unbound);
+  const double seconds = static_cast<double>(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  std::printf("unbind took %.3f s of guest time with SUBMIT inside a 10 s section\n", seconds);
+  EXPECT_LT(seconds, 5.0) << "the unbind waited for the section to end";
+  f.reset();
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/bind", nodes_[0].pci));
+  EXPECT_TRUE(verified_copy(hostrt::detail::bound_edu_nodes()[0].render, 4));
+}
+
 TEST_F(UnplugTest, FileOpenAcrossUnbindGetsEnodevAndClosesCleanly) {
   Fd f(nodes_[0].render);
   ASSERT_GE(f.get(), 0);
