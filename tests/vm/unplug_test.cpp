@@ -128,8 +128,6 @@ TEST_F(UnplugTest, UnbindWhileStreamingFailsTheProcessCleanlyAndTheDriverBindsAg
   EXPECT_TRUE(verified_copy(again[0].render, 2));
 }
 
-// A file that outlives its device: BOs and mappings stay usable as memory, every ioctl says
-// ENODEV, and closing it afterwards frees everything.
 // drm_dev_unplug() waits for every section inside drm_dev_enter(): a long one must end when
 // the device goes. SUBMIT's fault delay (fault_submit_delay_ms, 10 s here, entered after the
 // job is queued) stands for them; before, the unbind waited the whole 10 s.
@@ -160,6 +158,8 @@ TEST_F(UnplugTest, UnbindDoesNotWaitForALongSectionInsideTheDriver) {
   EXPECT_TRUE(verified_copy(hostrt::detail::bound_edu_nodes()[0].render, 4));
 }
 
+// A file that outlives its device: BOs and mappings stay usable as memory, every ioctl says
+// ENODEV, and closing it afterwards frees everything.
 TEST_F(UnplugTest, FileOpenAcrossUnbindGetsEnodevAndClosesCleanly) {
   Fd f(nodes_[0].render);
   ASSERT_GE(f.get(), 0);
