@@ -146,6 +146,13 @@ static void edu_bo_show_handles(struct seq_file *m, struct drm_device *drm, stru
 		seq_puts(m, "-");
 }
 
+static const char *edu_bo_kind(const struct edu_bo *bo)
+{
+	if (bo->import_buf)
+		return "import";
+	return (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) ? "userptr" : "create";
+}
+
 static void edu_bo_show(struct seq_file *m, struct drm_device *drm, struct edu_bo *bo)
 {
 	struct scatterlist *sg;
@@ -154,11 +161,12 @@ static void edu_bo_show(struct seq_file *m, struct drm_device *drm, struct edu_b
 	seq_printf(m, "bo client=%llu handle=", bo->client->id);
 	edu_bo_show_handles(m, drm, bo);
 	seq_printf(m, " user=0x%llx %s%s size=%llu offset=%u pages=%lu sg_nents=%u dma_nents=%u mapped=%d invalidated=%d need_sync=%d\n",
-		   bo->user_ptr, (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) ? "userptr" : "create",
+		   bo->user_ptr, edu_bo_kind(bo),
 		   (bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY) ? ",readonly" : "", bo->size,
 		   bo->offset, bo->npages, bo->sgt.orig_nents, bo->sgt.nents, bo->mapped,
 		   edu_bo_invalidated(bo), bo->need_sync);
-	for_each_sgtable_sg(&bo->sgt, sg, i)
+	/* An import's table is the exporter's: its CPU side is not ours to read. */
+	for_each_sgtable_sg(bo->import_buf ? &(struct sg_table){} : &bo->sgt, sg, i)
 		seq_printf(m, "  sg %d phys=%pa len=%u\n", i, &(phys_addr_t){ sg_phys(sg) },
 			   sg->length);
 	if (!bo->mapped)

@@ -133,6 +133,8 @@ static const struct drm_ioctl_desc edu_accel_ioctls[] = {
 	 */
 	DRM_IOCTL_DEF_DRV(EDU_ACCEL_QUEUE_DESTROY, edu_ioctl_queue_destroy, DRM_RENDER_ALLOW),
 	EDU_IOCTL(SUBMIT, edu_ioctl_submit),
+	/* Not guarded either: it only waits, possibly for another driver's work. */
+	DRM_IOCTL_DEF_DRV(EDU_ACCEL_BO_WAIT, edu_ioctl_bo_wait, DRM_RENDER_ALLOW),
 };
 
 static void edu_client_release(struct kref *ref)
@@ -215,6 +217,9 @@ static const struct drm_driver edu_accel_driver = {
 	.ioctls = edu_accel_ioctls,
 	.num_ioctls = ARRAY_SIZE(edu_accel_ioctls),
 	.fops = &edu_accel_fops,
+	.prime_handle_to_fd = drm_gem_prime_handle_to_fd,
+	.prime_fd_to_handle = edu_prime_fd_to_handle,
+	.gem_prime_import = edu_gem_prime_import,
 	.debugfs_init = edu_accel_debugfs_init,
 	.name = EDU_ACCEL_NAME,
 	.desc = "QEMU edu device as a DMA accelerator",
@@ -303,6 +308,9 @@ static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		return ret;
 	ret = drmm_mutex_init(&edev->drm, &edev->write_maps_lock);
+	if (ret)
+		return ret;
+	ret = drmm_mutex_init(&edev->drm, &edev->import_lock);
 	if (ret)
 		return ret;
 	xa_init(&edev->write_maps);

@@ -37,6 +37,9 @@
  * @write_maps_lock: serialises changes of @write_maps
  * @write_maps: device-writable DMA mappings starting on each page, by pfn
  *	(edu_accel_overlap.c)
+ * @import_lock: serialises PRIME imports, so that @importer names the importing file
+ * @importer: the client of the file inside DRM_IOCTL_PRIME_FD_TO_HANDLE (DRM's import hook is
+ *	not told the file); NULL outside it
  * @engine: the DMA engine's state machine
  * @sched: the scheduler feeding it; each queue is an entity on it
  * @jobs_alive: jobs handed to the scheduler and not yet released; teardown waits for zero
@@ -72,6 +75,8 @@ struct edu_accel_device {
 	atomic64_t next_client_id;
 	struct mutex write_maps_lock;
 	struct xarray write_maps;
+	struct mutex import_lock;
+	struct edu_client *importer;
 	struct edu_engine engine;
 	struct drm_gpu_scheduler sched;
 	atomic_t jobs_alive;

@@ -20,6 +20,7 @@
 #include <drm/drm_print.h>
 #include <drm/drm_vma_manager.h>
 #include <linux/delay.h>
+#include <linux/dma-buf.h>
 #include <linux/dma-mapping.h>
 #include <linux/error-injection.h>
 #include <linux/mm.h>
@@ -82,7 +83,8 @@ static int edu_bo_check_mapped(struct edu_accel_device *edev, struct edu_bo *bo)
 	for_each_sgtable_dma_sg(&bo->sgt, sg, i) {
 		if (!edu_range_reachable(edev, sg_dma_address(sg), sg_dma_len(sg))) {
 			dev_notice_ratelimited(&edev->pdev->dev,
-					       "IOMMU returned an address above the DMA mask\n");
+					       "a mapping (IOMMU or exporter) above the %u-bit DMA mask\n",
+					       edev->dma_bits);
 			return -ERANGE;
 		}
 	}
@@ -167,8 +169,14 @@ static void edu_bo_dma_unmap_locked(struct edu_accel_device *edev, struct edu_bo
 {
 	if (bo->mapped) {
 		trace_edu_bo_unmap(bo->client_id, bo->user_ptr, bo->sgt.nents);
-		dma_unmap_sgtable(&edev->pdev->dev, &bo->sgt, bo->dir, DMA_ATTR_SKIP_CPU_SYNC);
-		edu_bo_release_write_mappings(edev, bo);
+		if (bo->import_buf) {
+			/* The exporter made the mapping: detaching is what unmaps it. */
+			edu_bo_import_detach(bo);
+		} else {
+			dma_unmap_sgtable(&edev->pdev->dev, &bo->sgt, bo->dir,
+					  DMA_ATTR_SKIP_CPU_SYNC);
+			edu_bo_release_write_mappings(edev, bo);
+		}
 	}
 	bo->mapped = false;
 }
@@ -289,8 +297,13 @@ static void edu_bo_free(struct drm_gem_object *obj)
 	} else {
 		edu_bo_dma_unmap_locked(edev, bo);
 	}
-	if (bo->sgt.sgl)
+	if (bo->import_buf) {
+		if (bo->attach)	/* never mapped: the import failed before */
+			edu_bo_import_detach(bo);
+		dma_buf_put(bo->import_buf);
+	} else if (bo->sgt.sgl) {
 		sg_free_table(&bo->sgt);
+	}
 	if (bo->armed)
 		mmu_interval_notifier_remove(&bo->notifier);
 	if (bo->status)
@@ -319,11 +332,20 @@ static vm_fault_t edu_bo_fault(struct vm_fault *vmf)
 	return 0;
 }
 
-static int edu_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
+/**
+ * edu_bo_mmap_prepare - check and set up a mapping of @bo's pages, through its GEM offset or
+ * its dma-buf
+ * @bo: the BO
+ * @vma: the new mapping; its offset counts pages from the BO's start
+ *
+ * Only pages the driver allocated can be mapped: a userptr BO's pages are already the
+ * process's (anonymous pages cannot be inserted into another mapping), and an import has none.
+ *
+ * Return: 0 or a negative errno.
+ */
+int edu_bo_mmap_prepare(struct edu_bo *bo, struct vm_area_struct *vma)
 {
-	struct edu_bo *bo = to_edu_bo(obj);
-
-	if (bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR)
+	if ((bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR) || !bo->pages)
 		return -EINVAL;
 	/* A private mapping would copy on write and stop sharing pages with the device. */
 	if (!(vma->vm_flags & VM_SHARED))
@@ -333,7 +355,6 @@ static int edu_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
 			return -EPERM;
 		vma->vm_flags &= ~VM_MAYWRITE;
 	}
-	vma->vm_pgoff -= drm_vma_node_start(&obj->vma_node);
 	/*
 	 * VM_DONTCOPY: a child does not inherit pinned memory shared with the parent (its
 	 * writes would land in the parent's blocks), as RDMA does for registered memory.
@@ -342,7 +363,13 @@ static int edu_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
 	return 0;
 }
 
-static const struct vm_operations_struct edu_bo_vm_ops = {
+static int edu_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
+{
+	vma->vm_pgoff -= drm_vma_node_start(&obj->vma_node);
+	return edu_bo_mmap_prepare(to_edu_bo(obj), vma);
+}
+
+const struct vm_operations_struct edu_bo_vm_ops = {
 	.fault = edu_bo_fault,
 	.open = drm_gem_vm_open,
 	.close = drm_gem_vm_close,
@@ -361,6 +388,7 @@ static const struct drm_gem_object_funcs edu_bo_funcs = {
 	.close = edu_bo_close,
 	.mmap = edu_bo_mmap,
 	.vm_ops = &edu_bo_vm_ops,
+	.export = edu_bo_export,
 };
 
 /* Makes bo visible: accounting, the device's BO list. The caller's reference is the BO's. */
@@ -528,6 +556,74 @@ struct edu_bo *edu_bo_create(struct edu_accel_device *edev, struct edu_client *c
 
 put:
 	/* The free callback undoes whatever was done. */
+	drm_gem_object_put(&bo->base);
+	return ERR_PTR(ret);
+}
+
+/* Bytes the mapping's segments cover: the engine walks them for every offset below size. */
+static u64 edu_sgt_dma_bytes(struct sg_table *sgt)
+{
+	struct scatterlist *sg;
+	u64 bytes = 0;
+	int i;
+
+	for_each_sgtable_dma_sg(sgt, sg, i)
+		bytes += sg_dma_len(sg);
+	return bytes;
+}
+
+/**
+ * edu_bo_import_mapped - a BO over a dma-buf another exporter mapped for this device
+ * @edev: the device
+ * @client: the importing file's accounting (charged nothing: the exporter owns the pages)
+ * @buf: the dma-buf; its reference passes to the BO, also on failure
+ * @attach: @buf's attachment to this device; the BO detaches it, also on failure
+ * @sgt: the attachment's mapping
+ *
+ * The mapping gets the checks of the driver's own: every segment within the DMA mask, and
+ * enough of them to cover the buffer.
+ *
+ * Return: the BO with one reference, or an ERR_PTR.
+ */
+struct edu_bo *edu_bo_import_mapped(struct edu_accel_device *edev, struct edu_client *client,
+				    struct dma_buf *buf, struct dma_buf_attachment *attach,
+				    struct sg_table *sgt)
+{
+	struct edu_bo *bo;
+	int ret;
+
+	bo = kzalloc(sizeof(*bo), GFP_KERNEL_ACCOUNT);
+	if (!bo) {
+		dma_buf_detach(buf, attach);
+		dma_buf_put(buf);
+		return ERR_PTR(-ENOMEM);
+	}
+	bo->base.funcs = &edu_bo_funcs;
+	/* Fences of other drivers on the buffer and ours share one reservation object. */
+	bo->base.resv = buf->resv;
+	drm_gem_private_object_init(&edev->drm, &bo->base, buf->size);
+	bo->import_buf = buf;
+	bo->attach = attach;
+	bo->dir = DMA_BIDIRECTIONAL;
+	bo->size = buf->size;
+	bo->flags = DRM_EDU_ACCEL_BO_INFO_IMPORTED;
+	bo->client_id = client->id;
+	bo->sgt = *sgt;
+
+	ret = -EINVAL;
+	if (!buf->size || buf->size > EDU_MAX_BO_SIZE || edu_sgt_dma_bytes(sgt) < buf->size)
+		goto put;
+	ret = edu_bo_check_mapped(edev, bo);
+	if (ret)
+		goto put;
+	bo->need_sync = edu_bo_needs_sync(&edev->pdev->dev, &bo->sgt);
+	bo->mapped = true;
+	trace_edu_bo_map(bo->client_id, 0, bo->size, bo->sgt.orig_nents, bo->sgt.nents,
+			 sg_dma_address(bo->sgt.sgl), sg_dma_len(bo->sgt.sgl), 0);
+	edu_bo_publish(edev, client, bo);
+	return bo;
+
+put:
 	drm_gem_object_put(&bo->base);
 	return ERR_PTR(ret);
 }

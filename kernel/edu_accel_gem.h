@@ -7,6 +7,10 @@
 #include <linux/mmu_notifier.h>
 #include <linux/scatterlist.h>
 
+#include <uapi/drm/edu_accel.h>
+
+struct dma_buf;
+struct dma_buf_attachment;
 struct edu_accel_device;
 struct edu_client;
 struct drm_file;
@@ -19,7 +23,9 @@ struct drm_file;
  * @dev_link: entry in &edu_accel_device.bos, for debugfs
  * @pages: the pinned pages (BO_CREATE: pages the driver allocated; userptr: FOLL_PIN)
  * @npages: entries of @pages
- * @sgt: scatter-gather table over @pages, DMA-mapped while @mapped
+ * @sgt: scatter-gather table over @pages, DMA-mapped while @mapped; for an import, a copy of
+ *	the header of the table the exporter mapped for this device (the exporter owns the
+ *	scatterlist)
  * @mapped: @sgt is mapped for the device
  * @need_sync: some segment of the mapping needs dma_sync_*() to pass ownership (swiotlb
  *	bounce slots, non-coherent DMA: dma_need_sync()); when false every sync is a no-op the
@@ -42,6 +48,10 @@ struct drm_file;
  * @vaddr: kernel address of page 0 for driver-written pages (the completion page)
  * @readonly_map: userspace may map it only without write access
  * @zone_dma_pages: BO_CREATE: pages taken from ZONE_DMA, counted against the driver's share
+ * @import_buf: an imported dma-buf (referenced): the BO is another exporter's memory, it
+ *	has no @pages, and its DMA mapping is @attach's
+ * @attach: the import's attachment to this device, until the BO is freed or the device is
+ *	unbound
  */
 struct edu_bo {
 	struct drm_gem_object base;
@@ -68,6 +78,8 @@ struct edu_bo {
 	void *vaddr;
 	bool readonly_map;
 	unsigned long zone_dma_pages;
+	struct dma_buf *import_buf;
+	struct dma_buf_attachment *attach;
 };
 
 /* A userptr BO whose range changed under it: the pages it pins are no longer the range's. */
@@ -95,6 +107,18 @@ void edu_bo_unmap_all(struct edu_accel_device *edev);
 
 int edu_bo_claim_write_mappings(struct edu_accel_device *edev, struct edu_bo *bo);
 void edu_bo_release_write_mappings(struct edu_accel_device *edev, struct edu_bo *bo);
+
+struct edu_bo *edu_bo_import_mapped(struct edu_accel_device *edev, struct edu_client *client,
+				    struct dma_buf *buf, struct dma_buf_attachment *attach,
+				    struct sg_table *sgt);
+int edu_bo_mmap_prepare(struct edu_bo *bo, struct vm_area_struct *vma);
+extern const struct vm_operations_struct edu_bo_vm_ops;
+
+/* edu_accel_prime.c */
+struct dma_buf *edu_bo_export(struct drm_gem_object *obj, int flags);
+struct drm_gem_object *edu_gem_prime_import(struct drm_device *drm, struct dma_buf *buf);
+int edu_prime_fd_to_handle(struct drm_device *drm, struct drm_file *file, int fd, u32 *handle);
+void edu_bo_import_detach(struct edu_bo *bo);
 
 int edu_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *file);
 int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *file);

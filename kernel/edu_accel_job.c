@@ -927,6 +927,7 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 	struct drm_edu_accel_submit *args = data;
 	struct edu_file *ef = file->driver_priv;
 	struct edu_out_sync *outs = NULL;
+	struct edu_resv_set resv;
 	struct dma_fence *done;
 	struct edu_queue *q;
 	struct edu_job *job;
@@ -977,10 +978,14 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 		ret = PTR_ERR(outs);
 		goto cleanup_job;
 	}
+	ret = edu_job_lock_shared(job, &resv);
+	if (ret)
+		goto free_outs;
 
 	mutex_lock(&q->submit_lock);
 	if (q->dead) {
 		mutex_unlock(&q->submit_lock);
+		edu_resv_unlock(&resv);
 		ret = -ENOENT;
 		goto free_outs;
 	}
@@ -991,6 +996,8 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 	done = dma_fence_get(&job->base.s_fence->finished);
 	trace_edu_job_queued(job->owner, q->id, seqno, job->nops, job->nin, done->context,
 			     done->seqno);
+	edu_resv_publish(&resv, done);
+	edu_resv_unlock(&resv);
 	atomic_inc(&to_edu(drm)->jobs_alive);
 	/* The job may run, end and be freed before push returns: not a word of it after. */
 	drm_sched_entity_push_job(&job->base);

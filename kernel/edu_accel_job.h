@@ -8,6 +8,7 @@
 #include <linux/interrupt.h>
 #include <linux/kref.h>
 #include <linux/mutex.h>
+#include <linux/ww_mutex.h>
 #include <linux/xarray.h>
 
 struct drm_edu_accel_completion;
@@ -107,6 +108,22 @@ struct edu_op {
 struct edu_sg_cursor {
 	struct scatterlist *sg;
 	u64 base;
+};
+
+/**
+ * struct edu_resv_set - the reservation objects of a job's shared BOs, locked during SUBMIT
+ * @ctx: the ww acquire context of the locks
+ * @objs: one BO per reservation object
+ * @write: the job writes @objs[i]
+ * @count: entries used
+ * @locked: the reservations are held
+ */
+struct edu_resv_set {
+	struct ww_acquire_ctx ctx;
+	struct drm_gem_object **objs;
+	bool *write;
+	u32 count;
+	bool locked;
 };
 
 /**
@@ -284,5 +301,11 @@ static inline struct edu_client *edu_file_client(struct drm_file *file)
 {
 	return ((struct edu_file *)file->driver_priv)->client;
 }
+
+/* edu_accel_resv.c: implicit sync on shared BOs */
+int edu_job_lock_shared(struct edu_job *job, struct edu_resv_set *set);
+void edu_resv_publish(struct edu_resv_set *set, struct dma_fence *fence);
+void edu_resv_unlock(struct edu_resv_set *set);
+int edu_ioctl_bo_wait(struct drm_device *drm, void *data, struct drm_file *file);
 
 #endif /* EDU_ACCEL_JOB_H */

@@ -28,7 +28,8 @@ for arg in $(cat /proc/cmdline); do
 done
 
 # Built into the debug kernel: modprobe then finds them in modules.builtin and succeeds.
-for m in 9pnet_virtio 9p virtio_pci drm gpu-sched drm_shmem_helper; do
+# vgem: a second DRM driver with PRIME, the peer of the dma-buf tests.
+for m in 9pnet_virtio 9p virtio_pci drm gpu-sched drm_shmem_helper vgem; do
 	modprobe "$m" || die "modprobe $m failed"
 done
 mkdir -p /host /out

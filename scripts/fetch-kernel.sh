@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Fetches Debian's kernel image for the release whose headers are installed, without
 # installing it on the host, and keeps only what the VM boots with: vmlinuz and the modules
-# the guest loads (DRM, the scheduler, 9p over virtio), with a fresh modules.dep.
+# the guest loads (DRM, the scheduler, vgem as a PRIME peer, 9p over virtio), with a fresh modules.dep.
 #
 # usage: scripts/fetch-kernel.sh KVER OUTDIR
 # Result: OUTDIR/vmlinuz and OUTDIR/lib/modules/KVER/. Reruns are no-ops.
 set -euo pipefail
 kver=$1
 out=$2
+# The stamp holds the module list's revision: a list that grows fetches again.
+rev=2
 stamp="$out/.complete"
-[ -f "$stamp" ] && exit 0
+[ "$(cat "$stamp" 2>/dev/null)" = "rev $rev" ] && exit 0
 
 rm -rf "$out"
 mkdir -p "$out/deb"
@@ -28,6 +30,7 @@ dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$out" --wildcards \
 	"$m/kernel/drivers/gpu/drm/drm.ko" \
 	"$m/kernel/drivers/gpu/drm/drm_shmem_helper.ko" \
 	"$m/kernel/drivers/gpu/drm/scheduler/gpu-sched.ko" \
+	"$m/kernel/drivers/gpu/drm/vgem/vgem.ko" \
 	"$m/kernel/drivers/virtio/virtio.ko" \
 	"$m/kernel/drivers/virtio/virtio_ring.ko" \
 	"$m/kernel/drivers/virtio/virtio_pci.ko" \
@@ -42,5 +45,5 @@ mv "$out/boot/vmlinuz-$kver" "$out/vmlinuz"
 rmdir "$out/boot"
 rm -rf "$out/deb"
 depmod -b "$out" "$kver"
-touch "$stamp"
+echo "rev $rev" > "$stamp"
 echo "fetch-kernel: $kver ready in $out ($(du -sh "$out" | cut -f1))"

@@ -17,6 +17,7 @@
 #include "detail/sysfs.hpp"
 #include "edu_device.hpp"
 #include "proc_util.hpp"
+#include "vgem.hpp"
 
 using namespace edu_test;
 
@@ -185,6 +186,59 @@ TEST_F(UnplugTest, FileOpenAcrossUnbindGetsEnodevAndClosesCleanly) {
   EXPECT_EQ(pins_outstanding(), pins_before_);
   ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/bind", nodes_[0].pci));
   EXPECT_TRUE(verified_copy(hostrt::detail::bound_edu_nodes()[0].render, 3));
+}
+
+// dma-bufs cross the unbind: device 0's import of a vgem buffer loses its mapping with the
+// device (the debug kernel reports a mapping left behind), while its export keeps its pages
+// for device 1, which goes on DMAing through its own mapping, and for the dma-buf's mmap.
+TEST_F(UnplugTest, SharedBuffersOutliveTheUnbindOfOneSide) {
+  const uint64_t n = 8 * kPage;
+  std::vector<uint8_t> want(n);
+  std::mt19937 rng(9);
+  for (auto& b : want) b = static_cast<uint8_t>(rng());
+  auto f0 = std::make_unique<Fd>(nodes_[0].render);
+  Fd f1(nodes_[1].render);
+  uint32_t he = 0, imp1 = 0, imp0 = 0;
+  uint64_t off = 0;
+  ASSERT_EQ(bo_create(f0->get(), n, &he, &off), 0);
+  void* m = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, f0->get(), static_cast<off_t>(off));
+  ASSERT_NE(m, MAP_FAILED);
+  std::memcpy(m, want.data(), n);
+  munmap(m, n);
+  int buf0 = -1, vbuf = -1;
+  ASSERT_EQ(drmPrimeHandleToFD(f0->get(), he, DRM_CLOEXEC | DRM_RDWR, &buf0), 0);
+  ASSERT_EQ(drmPrimeFDToHandle(f1.get(), buf0, &imp1), 0) << strerror(errno);
+  Vgem vgem;
+  ASSERT_GE(vgem.fd(), 0);
+  VgemBo v = vgem.create(n);
+  ASSERT_EQ(drmPrimeHandleToFD(vgem.fd(), v.handle, DRM_CLOEXEC | DRM_RDWR, &vbuf), 0);
+  const bool import0 = drmPrimeFDToHandle(f0->get(), vbuf, &imp0) == 0;  // ERANGE without IOMMU
+  const int import_err = import0 ? 0 : errno;
+  close(vbuf);
+
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/unbind", nodes_[0].pci)) << "unbind failed";
+  drm_edu_accel_queue_create q;
+  ASSERT_EQ(queue_create(f1.get(), &q), 0);
+  std::vector<uint8_t> out(n, 0);
+  uint32_t hout = 0, done = 0;
+  ASSERT_EQ(bo_userptr(f1.get(), out.data(), n, 0, &hout), 0);
+  ASSERT_EQ(drmSyncobjCreate(f1.get(), 0, &done), 0);
+  auto o = op(DRM_EDU_ACCEL_OP_H2H, imp1, 0, hout, 0, n);
+  auto s = sync_point(done);
+  ASSERT_EQ(submit(f1.get(), q.queue, &o, 1, nullptr, 0, &s, 1), 0);
+  ASSERT_EQ(drmSyncobjWait(f1.get(), &done, 1, static_cast<int64_t>(abs_deadline_ns(600)),
+                           DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr),
+            0);
+  EXPECT_EQ(std::memcmp(out.data(), want.data(), n), 0) << "device 1 lost the pages of device 0's export";
+  m = mmap(nullptr, n, PROT_READ, MAP_SHARED, buf0, 0);
+  ASSERT_NE(m, MAP_FAILED) << strerror(errno);
+  EXPECT_EQ(std::memcmp(m, want.data(), n), 0);
+  munmap(m, n);
+  EXPECT_TRUE(import0 || import_err == ERANGE) << strerror(import_err);
+  f0.reset();  // the import's last handle: its dma-buf goes back to vgem
+  close(buf0);
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/bind", nodes_[0].pci));
+  EXPECT_TRUE(verified_copy(hostrt::detail::bound_edu_nodes()[0].render, 10));
 }
 
 }  // namespace

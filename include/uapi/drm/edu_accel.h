@@ -32,9 +32,10 @@ extern "C" {
  * major.minor, GET_PARAM %DRM_EDU_ACCEL_PARAM_DRIVER_VERSION as (major << 16) | minor. The
  * minor grows when something is added, the major when something changes or goes away.
  * 2.0: SUBMIT arrays carry their element stride, QUEUE_CREATE a priority, DRM_ prefixes.
+ * 2.1: PRIME export and import, implicit sync on shared BOs, BO_WAIT.
  */
 #define DRM_EDU_ACCEL_VERSION_MAJOR	2
-#define DRM_EDU_ACCEL_VERSION_MINOR	0
+#define DRM_EDU_ACCEL_VERSION_MINOR	1
 
 #define DRM_EDU_ACCEL_GET_PARAM		0x00
 #define DRM_EDU_ACCEL_BO_CREATE		0x01
@@ -43,6 +44,7 @@ extern "C" {
 #define DRM_EDU_ACCEL_QUEUE_CREATE	0x04
 #define DRM_EDU_ACCEL_QUEUE_DESTROY	0x05
 #define DRM_EDU_ACCEL_SUBMIT		0x06
+#define DRM_EDU_ACCEL_BO_WAIT		0x07
 
 #define DRM_IOCTL_EDU_ACCEL_GET_PARAM \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_EDU_ACCEL_GET_PARAM, struct drm_edu_accel_get_param)
@@ -58,6 +60,8 @@ extern "C" {
 	DRM_IOW(DRM_COMMAND_BASE + DRM_EDU_ACCEL_QUEUE_DESTROY, struct drm_edu_accel_queue_destroy)
 #define DRM_IOCTL_EDU_ACCEL_SUBMIT \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_EDU_ACCEL_SUBMIT, struct drm_edu_accel_submit)
+#define DRM_IOCTL_EDU_ACCEL_BO_WAIT \
+	DRM_IOW(DRM_COMMAND_BASE + DRM_EDU_ACCEL_BO_WAIT, struct drm_edu_accel_bo_wait)
 
 /**
  * enum drm_edu_accel_param - what DRM_IOCTL_EDU_ACCEL_GET_PARAM can report
@@ -183,6 +187,8 @@ struct drm_edu_accel_bo_userptr {
 #define DRM_EDU_ACCEL_BO_INFO_READONLY	(1u << 1)	/* the device may only read it */
 /* userptr: the range was unmapped or remapped since registration; SUBMIT refuses the BO */
 #define DRM_EDU_ACCEL_BO_INFO_INVALIDATED	(1u << 2)
+/* imported from a dma-buf (DRM_IOCTL_PRIME_FD_TO_HANDLE): another exporter's memory */
+#define DRM_EDU_ACCEL_BO_INFO_IMPORTED	(1u << 3)
 
 /**
  * struct drm_edu_accel_bo_info - describe a BO
@@ -418,6 +424,53 @@ struct drm_edu_accel_submit {
 	struct drm_edu_accel_obj_array in_syncs;
 	struct drm_edu_accel_obj_array out_syncs;
 	__u64 seqno;
+};
+
+/**
+ * DOC: sharing BOs (PRIME)
+ *
+ * DRM_IOCTL_PRIME_HANDLE_TO_FD exports a BO_CREATE or userptr BO as a dma-buf; other
+ * devices and drivers import it, each DMA-mapping the pages for itself. The dma-buf keeps the
+ * pages pinned after the handle, the file and the device are gone. A userptr export covers
+ * whole pages (BO_USERPTR's @offset bytes come first). BO_CREATE memory can be mapped
+ * through the dma-buf's fd (MAP_SHARED); userptr memory cannot (it is the process's already).
+ * Refused: the completion page (-EINVAL), a READONLY registration, which an importer could
+ * write (-EACCES), an invalidated one (-ESTALE). A userptr BO invalidated after its export
+ * keeps its old pages for the importers.
+ *
+ * DRM_IOCTL_PRIME_FD_TO_HANDLE imports any dma-buf as a BO (BO_INFO flag
+ * %DRM_EDU_ACCEL_BO_INFO_IMPORTED) that copies may name like any other; its own export on the
+ * same device gives back the exported BO. -ERANGE: the exporter mapped a page this device
+ * cannot reach, or the device has no IOMMU and no bounce buffers and a mask narrower than
+ * memory (it imports nothing then: the mapping itself would fail). -EINVAL: not a dma-buf,
+ * or larger than 1 GiB. An import pins nothing of the importer's RLIMIT_MEMLOCK.
+ *
+ * Implicit sync: a job naming a BO that is exported or imported at SUBMIT waits for the
+ * fences on the BO's reservation object (another driver's work; a writer waits for every
+ * earlier user, a reader for earlier writers) and leaves its own fence there, so that other
+ * drivers' work orders with ours without syncobjs. Private BOs carry no fences.
+ */
+
+/* BO_WAIT flags */
+#define DRM_EDU_ACCEL_BO_WAIT_READERS	(1u << 0)	/* also wait for readers */
+
+/**
+ * struct drm_edu_accel_bo_wait - wait for the work on a BO's reservation object
+ * @handle: in, GEM handle of this file
+ * @flags: in, 0 waits for the work that writes the BO (before the CPU reads it);
+ *	%DRM_EDU_ACCEL_BO_WAIT_READERS for readers too (before the CPU writes it)
+ * @timeout_ns: in, absolute CLOCK_MONOTONIC deadline in nanoseconds; 0 only polls
+ *
+ * Only shared BOs carry fences (see "sharing BOs"): on a private BO it returns 0 at once;
+ * wait for a queue's work with its syncobjs.
+ *
+ * Errors: -ETIME (the deadline passed first), -EINVAL (unknown flag), -ENOENT (unknown
+ * handle), -ERESTARTSYS (a signal), -ENODEV.
+ */
+struct drm_edu_accel_bo_wait {
+	__u32 handle;
+	__u32 flags;
+	__s64 timeout_ns;
 };
 
 #if defined(__cplusplus)
