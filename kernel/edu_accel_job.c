@@ -978,7 +978,7 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 		ret = PTR_ERR(outs);
 		goto cleanup_job;
 	}
-	ret = edu_job_lock_shared(job, &resv);
+	ret = edu_job_lock_shared(to_edu(drm), job, &resv);
 	if (ret)
 		goto free_outs;
 

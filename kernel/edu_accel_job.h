@@ -302,8 +302,9 @@ static inline struct edu_client *edu_file_client(struct drm_file *file)
 	return ((struct edu_file *)file->driver_priv)->client;
 }
 
-/* edu_accel_resv.c: implicit sync on shared BOs */
-int edu_job_lock_shared(struct edu_job *job, struct edu_resv_set *set);
+/* edu_accel_resv.c: implicit sync on shared BOs (other drivers' and devices' fences) */
+int edu_job_lock_shared(struct edu_accel_device *edev, struct edu_job *job,
+			struct edu_resv_set *set);
 void edu_resv_publish(struct edu_resv_set *set, struct dma_fence *fence);
 void edu_resv_unlock(struct edu_resv_set *set);
 int edu_ioctl_bo_wait(struct drm_device *drm, void *data, struct drm_file *file);

@@ -4,7 +4,8 @@
  * reservation objects (dma_resv), as every driver that shares buffers does.
  *
  * A BO is shared while it is imported or exported. A job touching shared BOs waits for the
- * fences already on them (a writer for every earlier user, a reader for earlier writers) and
+ * other devices' and drivers' fences already on them (a writer for every earlier user, a
+ * reader for earlier writers) and
  * leaves its own fence there, with write usage on the BOs it writes. Private BOs take no lock
  * and get no fence: between our own queues syncobjs are the order, and a submit that touches
  * no shared BO costs nothing here.
@@ -16,6 +17,7 @@
 #include <linux/dma-resv.h>
 #include <linux/slab.h>
 
+#include "edu_accel_drv.h"
 #include "edu_accel_gem.h"
 #include "edu_accel_job.h"
 
@@ -41,15 +43,44 @@ static void edu_resv_add(struct edu_resv_set *set, struct edu_bo *bo, bool write
 	set->write[set->count++] = write;
 }
 
+/*
+ * drm_sched_job_add_implicit_dependencies() without this device's own fences: between our
+ * queues syncobjs are the order (a job never waits for our earlier jobs implicitly, on shared
+ * BOs no more than on private ones). It also keeps killed entities' queued jobs free of
+ * dependencies they would wait for, after which 6.1's drm_sched_entity_kill_jobs() leaks
+ * the entity's last scheduled fence (see EDU_SCHED_CREDITS).
+ */
+static int edu_job_add_foreign_fences(struct edu_accel_device *edev, struct edu_job *job,
+				      struct dma_resv *resv, bool write)
+{
+	struct dma_resv_iter cursor;
+	struct drm_sched_fence *own;
+	struct dma_fence *fence;
+	int ret;
+
+	dma_resv_for_each_fence(&cursor, resv, dma_resv_usage_rw(write), fence) {
+		own = to_drm_sched_fence(fence);
+		if (own && own->sched == &edev->sched)
+			continue;
+		/* Consumes the reference, on error too. */
+		ret = drm_sched_job_add_dependency(&job->base, dma_fence_get(fence));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 /**
  * edu_job_lock_shared - lock the reservations of the job's shared BOs and make the job depend
  * on the fences already there
+ * @edev: the device
  * @job: the job, initialised, not yet armed
  * @set: out; on success the caller calls edu_resv_publish() once armed, then edu_resv_unlock()
  *
  * Return: 0, -EINTR/-ERESTARTSYS from the locks, or -ENOMEM.
  */
-int edu_job_lock_shared(struct edu_job *job, struct edu_resv_set *set)
+int edu_job_lock_shared(struct edu_accel_device *edev, struct edu_job *job,
+			struct edu_resv_set *set)
 {
 	u32 i, n = 0;
 	int ret;
@@ -76,8 +107,8 @@ int edu_job_lock_shared(struct edu_job *job, struct edu_resv_set *set)
 	for (i = 0; i < set->count; i++) {
 		ret = dma_resv_reserve_fences(set->objs[i]->resv, 1);
 		if (!ret)
-			ret = drm_sched_job_add_implicit_dependencies(&job->base, set->objs[i],
-								      set->write[i]);
+			ret = edu_job_add_foreign_fences(edev, job, set->objs[i]->resv,
+							 set->write[i]);
 		if (ret) {
 			drm_gem_unlock_reservations(set->objs, set->count, &set->ctx);
 			goto free;

@@ -73,6 +73,7 @@ struct State {
   std::atomic<uint64_t> offsets[kSlots];     // mmap offsets of either file
   std::atomic<uint32_t> queues[2][16];
   std::atomic<uint32_t> syncs[2][16];
+  std::atomic<int> dmabufs[8];  // exported dma-buf fds, -1 when empty
   Map maps[kSlots];
   uint8_t* arena = nullptr;
   size_t arena_size = 0;
@@ -240,8 +241,63 @@ class Worker {
       arena_remap();
     else if (dice < 92)
       reopen(w);
+    else if (dice < 97)
+      prime(fd, w);
     else
       get_param(fd);
+  }
+
+  // PRIME: exports (mutated flags), imports of our own and the other file's or device's
+  // exports and of fds that are no dma-buf, mmaps of dma-bufs, BO_WAIT, and fds closed while
+  // other threads import them.
+  void prime(int fd, int w) {
+    std::atomic<int>& slot = s_.dmabufs[r_.below(std::size(s_.dmabufs))];
+    switch (r_.below(5)) {
+      case 0: {
+        drm_prime_handle e{};
+        e.handle = handle(w);
+        e.flags = DRM_CLOEXEC | (r_.chance(0.5) ? DRM_RDWR : 0);
+        if (mutating()) e.flags = static_cast<uint32_t>(interesting(r_, 4));
+        if (fz(fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &e) == 0) {
+          const int old = slot.exchange(e.fd);
+          if (old >= 0) close(old);
+        }
+        break;
+      }
+      case 1: {
+        drm_prime_handle i{};
+        const int64_t pick = r_.below(10);
+        i.fd = pick == 0 ? fd : pick == 1 ? static_cast<int>(interesting(r_, 4)) : slot.load();
+        if (r_.chance(0.1)) i.flags = static_cast<uint32_t>(interesting(r_, 4));
+        if (fz(fd, DRM_IOCTL_PRIME_FD_TO_HANDLE, &i) == 0) remember(w, i.handle, 0);
+        break;
+      }
+      case 2: {
+        const int b = slot.load();
+        const size_t n = kPage * r_.range(1, 4);
+        void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, r_.chance(0.1) ? MAP_PRIVATE : MAP_SHARED, b,
+                       static_cast<off_t>(kPage * r_.below(2)));
+        if (p == MAP_FAILED) return;
+        touch(p, true);
+        keep_map(p, n | 1);
+        break;
+      }
+      case 3: {
+        drm_edu_accel_bo_wait bw{};
+        bw.handle = handle(w);
+        bw.timeout_ns = r_.chance(0.5) ? 0 : abs_ns(0.02);
+        static const Field f[] = {FLD(drm_edu_accel_bo_wait, handle), FLD(drm_edu_accel_bo_wait, flags),
+                                  FLD(drm_edu_accel_bo_wait, timeout_ns)};
+        if (mutating()) mutate(&bw, f, std::size(f), r_);
+        if (bw.timeout_ns > abs_ns(0.05)) bw.timeout_ns = abs_ns(0.05);  // never a long sleep
+        fz(fd, DRM_IOCTL_EDU_ACCEL_BO_WAIT, &bw);
+        break;
+      }
+      default: {
+        const int old = slot.exchange(-1);
+        if (old >= 0) close(old);
+      }
+    }
   }
 
   void get_param(int fd) {
@@ -536,6 +592,7 @@ int fuzz_part(const Params& P, Part& part) {
       sigaction(SIGSEGV, &sa, nullptr);
       auto* s = new State();
       s->fresh_userptr = P.known_bugs.count("dma_api_overlapping_userptr") > 0;
+      for (auto& b : s->dmabufs) b = -1;
       for (int w = 0; w < 2; ++w) {
         s->render[w] = nodes[w % nodes.size()].render;
         s->fds[w] = open(s->render[w].c_str(), O_RDWR | O_CLOEXEC);

@@ -45,6 +45,14 @@ enum Phase { kSetup = 0, kPinning = 1, kSubmitting = 2, kDma = 3 };
       _exit(92);
     for (auto& qq : q)
       if (queue_create(fd, &qq)) _exit(93);
+    // Half the victims share their destination as a dma-buf (held by a second file too):
+    // their jobs take the implicit-sync path, and they die holding the dma-buf.
+    Fd other(render);
+    int shared_fd = -1;
+    uint32_t imported = 0;
+    if (r.chance(0.5) && (drmPrimeHandleToFD(fd, dst.handle, DRM_CLOEXEC | DRM_RDWR, &shared_fd) ||
+                          drmPrimeFDToHandle(other.get(), shared_fd, &imported)))
+      _exit(95);
     for (int i = 0; i < 100000; ++i) {
       ph = kSubmitting;
       const uint64_t n = scenario == 1 ? r.range(1, 65536) : size;
