@@ -302,6 +302,37 @@ hrtError_t hrtHostUnregister(void* ptr) {
   });
 }
 
+hrtError_t hrtImportDmaBuf(int fd, void** ptr, size_t* size) {
+  return guarded(__func__, [&] {
+    expect(ptr != nullptr && size != nullptr, hrtErrorInvalidValue, "ptr or size is NULL");
+    hostrt::PinnedBuffer b = current_device()->import_dmabuf(fd);
+    void* p = b.data();
+    const std::size_t n = b.size();
+    auto& st = state();
+    std::lock_guard lk(st.m);
+    st.allocations.emplace(p, std::move(b));
+    *ptr = p;
+    *size = n;
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtExportDmaBuf(const void* ptr, int* fd) {
+  return guarded(__func__, [&] {
+    expect(fd != nullptr, hrtErrorInvalidValue, "fd is NULL");
+    auto& st = state();
+    std::lock_guard lk(st.m);
+    void* key = const_cast<void*>(ptr);
+    const hostrt::PinnedBuffer* b = nullptr;
+    if (auto it = st.allocations.find(key); it != st.allocations.end()) b = &it->second;
+    if (auto it = st.registrations.find(key); it != st.registrations.end()) b = &it->second;
+    expect(b != nullptr, hrtErrorInvalidValue,
+           "pointer is not the start of hrtHostAlloc, hrtHostRegister or hrtImportDmaBuf memory");
+    *fd = hostrt::export_dmabuf(*b).release();
+    return hrtSuccess;
+  });
+}
+
 hrtError_t hrtPointerGetAttributes(hrtPointerAttributes* attributes, const void* ptr) {
   return guarded(__func__, [&] {
     expect(attributes != nullptr, hrtErrorInvalidValue, "attributes is NULL");

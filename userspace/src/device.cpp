@@ -58,6 +58,10 @@ PinnedBuffer Device::host_register(void* ptr, std::size_t bytes, unsigned flags)
   return PinnedBuffer(detail::Allocation::register_range(core_, ptr, bytes, flags));
 }
 
+PinnedBuffer Device::import_dmabuf(int fd) {
+  return PinnedBuffer(detail::Allocation::import_dmabuf(core_, fd));
+}
+
 void Device::free_host_sync(PinnedBuffer&& buffer) {
   PinnedBuffer b = std::move(buffer);  // freed on every path out of here
   if (!b) return;

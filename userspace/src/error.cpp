@@ -70,6 +70,8 @@ const char* to_string(MemoryType t) noexcept {
       return "registered";
     case MemoryType::Device:
       return "device";
+    case MemoryType::Imported:
+      return "imported";
   }
   return "?";
 }

@@ -1,6 +1,7 @@
 #include "hostrt/host_memory.hpp"
 
 #include "detail/device_core.hpp"
+#include "detail/expects.hpp"
 #include "detail/registry.hpp"
 #include "hostrt/pool.hpp"
 
@@ -20,6 +21,12 @@ std::uint32_t PinnedBuffer::handle() const noexcept { return alloc_ ? alloc_->ha
 MemoryType PinnedBuffer::type() const noexcept { return alloc_ ? alloc_->type() : MemoryType::Pageable; }
 std::size_t PinnedBuffer::device_index() const noexcept { return alloc_ ? alloc_->device()->index() : 0; }
 void PinnedBuffer::reset() noexcept { alloc_.reset(); }
+
+UniqueFd export_dmabuf(const PinnedBuffer& buffer) {
+  EXPECTS(static_cast<bool>(buffer), "export_dmabuf of an empty buffer");
+  const auto& a = buffer.allocation();
+  return UniqueFd(a->device()->backend("export_dmabuf").export_dmabuf(a->handle()));
+}
 
 PointerAttributes pointer_attributes(const void* p) {
   PointerAttributes a;

@@ -57,6 +57,13 @@ class Device {
   PinnedBuffer host_register(void* ptr, std::size_t bytes, unsigned flags = 0);
   // Waits for all work submitted on this device's streams before the call, then frees.
   void free_host_sync(PinnedBuffer&& buffer);
+  // Another driver's (or device's) dma-buf as memory of this device: copies may name it like
+  // host_alloc memory, and data() maps it. The caller keeps fd (close it when done; the
+  // buffer holds its own reference). Drm only: NotSupported on the emulated backend.
+  // InvalidArgument (error() says why) for an fd that is no dma-buf (EINVAL, EBADF) or a
+  // buffer this device cannot reach (ERANGE); NotSupported when the exporter allows no CPU
+  // mapping.
+  PinnedBuffer import_dmabuf(int fd);
 
   // A new stream (cudaStreamCreateWithPriority). Priority decides which stream's work the
   // device takes next when several streams have work that is ready (its waits met): High

@@ -24,6 +24,7 @@
 #include <span>
 
 #include "hostrt/types.hpp"
+#include "hostrt/unique_fd.hpp"
 
 namespace hostrt {
 
@@ -65,6 +66,13 @@ class PinnedBuffer {
 // Device::free_host_sync for the buffer's own device: waits for the work submitted so far on
 // every stream of that device, then frees (also when the wait throws).
 void free_host_sync(PinnedBuffer&& buffer);
+
+// The buffer's BO as a new dma-buf, for another device or driver to import (cudaIpc-style
+// sharing through the kernel). The pages stay pinned while the fd or any importer holds
+// them, after the buffer is freed. InvalidArgument for an empty buffer; PermissionDenied for
+// a read-only registration (an importer could write it); NotSupported on the emulated
+// backend. An imported buffer exports its original dma-buf again.
+UniqueFd export_dmabuf(const PinnedBuffer& buffer);
 
 // What hostrt knows about p: pinned, registered, device or pageable, and which buffer.
 PointerAttributes pointer_attributes(const void* p);

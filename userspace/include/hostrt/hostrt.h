@@ -58,7 +58,8 @@ typedef enum hrtMemoryType {
   hrtMemoryTypePageable = 0,
   hrtMemoryTypePinned = 1,     /* hrtMallocHost / hrtHostAlloc */
   hrtMemoryTypeRegistered = 2, /* hrtHostRegister */
-  hrtMemoryTypeDevice = 3      /* hrtDevicePtr */
+  hrtMemoryTypeDevice = 3,     /* hrtDevicePtr */
+  hrtMemoryTypeImported = 4    /* hrtImportDmaBuf */
 } hrtMemoryType;
 
 typedef struct hrtPointerAttributes {
@@ -99,6 +100,13 @@ hrtError_t hrtFreeHostSync(void* ptr); /* waits for the device's streams first *
 hrtError_t hrtHostRegister(void* ptr, size_t size, unsigned int flags);
 hrtError_t hrtHostUnregister(void* ptr);
 hrtError_t hrtPointerGetAttributes(hrtPointerAttributes* attributes, const void* ptr);
+/* dma-buf sharing (the driver only; hrtErrorNotSupported on the emulated backend).
+ * hrtImportDmaBuf: another driver's or device's dma-buf as memory of the current device,
+ * mapped at *ptr (*size bytes), freed with hrtFreeHost; the caller keeps and closes fd.
+ * hrtExportDmaBuf: the buffer starting at ptr (hrtHostAlloc, hrtHostRegister or an import)
+ * as a new dma-buf fd the caller closes; its pages stay pinned while any importer holds them. */
+hrtError_t hrtImportDmaBuf(int fd, void** ptr, size_t* size);
+hrtError_t hrtExportDmaBuf(const void* ptr, int* fd);
 
 /* Streams */
 hrtError_t hrtStreamCreate(hrtStream_t* stream); /* at the default priority (0) */

@@ -77,6 +77,7 @@ enum class MemoryType {
   Pinned,      // allocated by Device::host_alloc (a driver BO mapped into this process)
   Registered,  // pinned in place by Device::host_register (a userptr BO)
   Device,      // a DevicePtr encoded as void*
+  Imported,    // a dma-buf imported by Device::import_dmabuf (another exporter's memory)
 };
 
 const char* to_string(MemoryType t) noexcept;

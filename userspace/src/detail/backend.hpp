@@ -46,6 +46,10 @@ class DeviceBackend {
   virtual BoMapping create_bo(std::size_t bytes) = 0;
   virtual BoMapping register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) = 0;
   virtual void release_bo(const BoMapping& bo) noexcept = 0;
+  // PRIME: the BO as a new dma-buf fd (O_CLOEXEC, read-write), owned by the caller.
+  virtual int export_dmabuf(std::uint32_t handle) = 0;
+  // A dma-buf as a BO of this device, mapped through the dma-buf; the caller keeps `fd`.
+  virtual BoMapping import_dmabuf(int fd) = 0;
 
   // priority: an enum drm_edu_accel_queue_priority. EACCES (PermissionDenied) for HIGH
   // without CAP_SYS_NICE, checked on the calling thread as the driver's capable() does.

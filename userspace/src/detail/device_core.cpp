@@ -267,6 +267,18 @@ std::shared_ptr<Allocation> Allocation::register_range(const std::shared_ptr<Dev
   return a;
 }
 
+std::shared_ptr<Allocation> Allocation::import_dmabuf(const std::shared_ptr<DeviceCore>& dev, int fd) {
+  EXPECTS(fd >= 0, "import_dmabuf of fd " + std::to_string(fd));
+  auto a = std::make_shared<Allocation>(dev, MemoryType::Imported);
+  a->bo_ = dev->backend("import_dmabuf").import_dmabuf(fd);
+  a->size_ = a->bo_.size;
+  const auto begin = reinterpret_cast<std::uintptr_t>(a->bo_.ptr);
+  registry().insert({begin, begin + a->size_, MemoryType::Imported, dev.get(), dev->index(), dev->kind(),
+                     a->bo_.handle, false});
+  a->registered_ = true;
+  return a;
+}
+
 // ---- StreamCore ----
 
 namespace {

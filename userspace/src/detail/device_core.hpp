@@ -112,6 +112,8 @@ class Allocation {
   static std::shared_ptr<Allocation> create(const std::shared_ptr<DeviceCore>& dev, std::size_t bytes);
   static std::shared_ptr<Allocation> register_range(const std::shared_ptr<DeviceCore>& dev, void* ptr,
                                                     std::size_t bytes, unsigned flags);
+  // Device::import_dmabuf: the dma-buf behind fd as a BO of dev, mapped (the caller keeps fd).
+  static std::shared_ptr<Allocation> import_dmabuf(const std::shared_ptr<DeviceCore>& dev, int fd);
 
   void* data() const noexcept { return bo_.ptr; }
   std::size_t size() const noexcept { return size_; }

@@ -113,13 +113,12 @@ BoMapping DrmBackend::create_bo(std::size_t bytes) {
   a.size = bytes;
   if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_CREATE, &a))
     throw_errno(errno, "BO_CREATE of " + std::to_string(bytes) + " bytes");
+  add_handle_user(a.handle);
   const std::size_t len = (bytes + page_size() - 1) / page_size() * page_size();
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(a.mmap_offset));
   if (p == MAP_FAILED) {
     const int err = errno;
-    drm_gem_close c{};
-    c.handle = a.handle;
-    drmIoctl(fd_, DRM_IOCTL_GEM_CLOSE, &c);
+    release_bo({a.handle, nullptr, 0, 0});
     throw_errno(err, "mmap of BO " + std::to_string(a.handle));
   }
   return {a.handle, p, len, len};
@@ -132,11 +131,60 @@ BoMapping DrmBackend::register_user(void* ptr, std::size_t bytes, std::uint32_t 
   a.flags = uapi_flags;
   if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_USERPTR, &a))
     throw_errno(errno, "BO_USERPTR of " + std::to_string(bytes) + " bytes");
+  add_handle_user(a.handle);
   return {a.handle, ptr, bytes, 0};
+}
+
+void DrmBackend::add_handle_user(std::uint32_t handle) {
+  try {
+    std::lock_guard lk(handles_m_);
+    ++handle_users_[handle];
+  } catch (...) {
+    // Uncounted, so the caller's user is the only one: close it for the caller.
+    if (last_handle_user(handle)) {
+      drm_gem_close c{};
+      c.handle = handle;
+      drmIoctl(fd_, DRM_IOCTL_GEM_CLOSE, &c);
+    }
+    throw;
+  }
+}
+
+bool DrmBackend::last_handle_user(std::uint32_t handle) noexcept {
+  std::lock_guard lk(handles_m_);
+  auto it = handle_users_.find(handle);
+  if (it == handle_users_.end()) return true;
+  if (--it->second) return false;
+  handle_users_.erase(it);
+  return true;
+}
+
+int DrmBackend::export_dmabuf(std::uint32_t handle) {
+  int fd = -1;
+  if (drmPrimeHandleToFD(fd_, handle, DRM_CLOEXEC | DRM_RDWR, &fd))
+    throw_errno(errno, "PRIME export of BO " + std::to_string(handle));
+  return fd;
+}
+
+BoMapping DrmBackend::import_dmabuf(int fd) {
+  std::uint32_t handle = 0;
+  if (drmPrimeFDToHandle(fd_, fd, &handle)) throw_errno(errno, "PRIME import of fd " + std::to_string(fd));
+  add_handle_user(handle);
+  auto undo = [&](int err, const std::string& what) {
+    release_bo({handle, nullptr, 0, 0});
+    throw_errno(err, what);
+  };
+  drm_edu_accel_bo_info info{};
+  info.handle = handle;
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_INFO, &info)) undo(errno, "BO_INFO of an imported dma-buf");
+  void* p = mmap(nullptr, info.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) undo(errno, "mmap of an imported dma-buf (its exporter must allow CPU mappings)");
+  return {handle, p, info.size, info.size};
 }
 
 void DrmBackend::release_bo(const BoMapping& bo) noexcept {
   if (bo.map_len) munmap(bo.ptr, bo.map_len);
+  if (!last_handle_user(bo.handle)) return;
   drm_gem_close c{};
   c.handle = bo.handle;
   drmIoctl(fd_, DRM_IOCTL_GEM_CLOSE, &c);  // jobs still naming the BO hold their own references

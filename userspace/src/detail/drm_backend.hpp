@@ -2,6 +2,7 @@
 // include/uapi/drm/edu_accel.h.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ class DrmBackend final : public DeviceBackend {
   BoMapping create_bo(std::size_t bytes) override;
   BoMapping register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) override;
   void release_bo(const BoMapping& bo) noexcept override;
+  int export_dmabuf(std::uint32_t handle) override;
+  BoMapping import_dmabuf(int fd) override;
   QueueInfo create_queue(std::uint32_t priority) override;
   void destroy_queue(std::uint32_t queue) noexcept override;
   std::uint32_t create_timeline() override;
@@ -38,8 +41,15 @@ class DrmBackend final : public DeviceBackend {
   const std::uint64_t* invalidation_counter() override;
   bool registration_stale(std::uint32_t handle) override;
 
+  // Users of each GEM handle of this file: importing a dma-buf of a BO the file already has
+  // returns that BO's handle, which GEM_CLOSE may close only with its last user.
+  void add_handle_user(std::uint32_t handle);
+  bool last_handle_user(std::uint32_t handle) noexcept;
+
   int fd_;
   std::string node_;
+  std::mutex handles_m_;
+  std::map<std::uint32_t, unsigned> handle_users_;
   std::string version_;
   std::mutex page_m_;
   const unsigned char* page_ = nullptr;

@@ -192,6 +192,18 @@ BoMapping EmulatedBackend::register_user(void* ptr, std::size_t bytes, std::uint
   return {bo->handle, ptr, bytes, 0};
 }
 
+int EmulatedBackend::export_dmabuf(std::uint32_t handle) {
+  throw NotSupported(EOPNOTSUPP, "dma-buf export of BO " + std::to_string(handle) +
+                                     ": the emulated device's memory is this process's, not a kernel buffer "
+                                     "(dma-bufs need the edu_accel driver)");
+}
+
+BoMapping EmulatedBackend::import_dmabuf(int fd) {
+  throw NotSupported(EOPNOTSUPP, "dma-buf import of fd " + std::to_string(fd) +
+                                     ": the emulated device cannot DMA into another driver's buffer "
+                                     "(dma-bufs need the edu_accel driver)");
+}
+
 void EmulatedBackend::release_bo(const BoMapping& m) noexcept {
   std::unique_lock lk(m_);
   auto it = bos_.find(m.handle);

@@ -46,6 +46,9 @@ class EmulatedBackend final : public DeviceBackend {
   BoMapping create_bo(std::size_t bytes) override;
   BoMapping register_user(void* ptr, std::size_t bytes, std::uint32_t uapi_flags) override;
   void release_bo(const BoMapping& bo) noexcept override;
+  // No kernel object to share: NotSupported, saying so.
+  int export_dmabuf(std::uint32_t handle) override;
+  BoMapping import_dmabuf(int fd) override;
   QueueInfo create_queue(std::uint32_t priority) override;
   void destroy_queue(std::uint32_t queue) noexcept override;
   std::uint32_t create_timeline() override;
