@@ -4,6 +4,8 @@
 // kernel's DMA-API checks report any left at unbind), the other device must keep working,
 // and the driver must bind again. Needs two edu devices; runs as root.
 #include <gtest/gtest.h>
+#include <linux/sync_file.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -239,6 +241,40 @@ TEST_F(UnplugTest, SharedBuffersOutliveTheUnbindOfOneSide) {
   close(buf0);
   ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/bind", nodes_[0].pci));
   EXPECT_TRUE(verified_copy(hostrt::detail::bound_edu_nodes()[0].render, 10));
+}
+
+// Known and not fixed (issue "Kernel, second pass", fence lifetime): a sync_file of a finished
+// job, held across the unbind and the last close, is queried. 6.1's drm_sched fence reads its
+// timeline name from the scheduler, which lived in the freed device: on the debug kernel
+// "BUG: KASAN: use-after-free in drm_sched_fence_get_timeline_name". Disabled until the fix
+// (the hardware fence holding the device, released from a worker); run it with
+// --gtest_also_run_disabled_tests in the debug configuration to see the report.
+TEST_F(UnplugTest, DISABLED_ASyncFileOfAJobIsSafeToQueryAfterTheDeviceIsGone) {
+  int sync_file = -1;
+  {
+    Fd f(nodes_[0].render);
+    drm_edu_accel_queue_create q;
+    ASSERT_EQ(queue_create(f.get(), &q), 0);
+    std::vector<uint8_t> a(2 * kPage, 1), b(2 * kPage);
+    uint32_t ha = 0, hb = 0, done = 0;
+    ASSERT_EQ(bo_userptr(f.get(), a.data(), a.size(), 0, &ha), 0);
+    ASSERT_EQ(bo_userptr(f.get(), b.data(), b.size(), 0, &hb), 0);
+    ASSERT_EQ(drmSyncobjCreate(f.get(), 0, &done), 0);
+    auto o = op(DRM_EDU_ACCEL_OP_H2H, ha, 0, hb, 0, a.size());
+    auto s = sync_point(done);
+    ASSERT_EQ(submit(f.get(), q.queue, &o, 1, nullptr, 0, &s, 1), 0);
+    ASSERT_EQ(drmSyncobjWait(f.get(), &done, 1, static_cast<int64_t>(abs_deadline_ns(600)), 0, nullptr), 0);
+    ASSERT_EQ(drmSyncobjExportSyncFile(f.get(), done, &sync_file), 0);
+    ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/unbind", nodes_[0].pci));
+  }
+  sync_fence_info fence{};
+  sync_file_info info{};
+  info.num_fences = 1;
+  info.sync_fence_info = reinterpret_cast<uintptr_t>(&fence);
+  EXPECT_EQ(ioctl(sync_file, SYNC_IOC_FILE_INFO, &info), 0) << strerror(errno);
+  EXPECT_EQ(fence.status, 1);
+  close(sync_file);
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/bind", nodes_[0].pci));
 }
 
 }  // namespace
