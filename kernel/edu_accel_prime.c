@@ -55,8 +55,8 @@ static int edu_dmabuf_mmap(struct dma_buf *buf, struct vm_area_struct *vma)
 }
 
 /*
- * DRM's helpers with our mmap, and the table built here rather than through a GEM callback
- * so that an importer on another driver never depends on this BO's own mapping.
+ * Each attachment gets a table of its own over the BO's pages, mapped for the importer's
+ * device: edu's own mapping of the BO is never shared (it goes at edu's unbind).
  */
 static struct sg_table *edu_dmabuf_map(struct dma_buf_attachment *attach,
 				       enum dma_data_direction dir)
