@@ -172,8 +172,14 @@ hrtError_t create_stream(hrtStream_t* stream, hostrt::StreamPriority priority) {
 
 hrtError_t alloc_host(void** ptr, size_t size, unsigned flags) {
   expect(ptr != nullptr, hrtErrorInvalidValue, "ptr is NULL");
+  expect((flags & (hrtHostAllocMapped | hrtHostAllocWriteCombined)) == 0, hrtErrorNotSupported,
+         "hrtHostAllocMapped / hrtHostAllocWriteCombined: edu has no device-side mapping of host memory "
+         "and the driver maps BOs write-back");
+  expect((flags & ~hrtHostAllocPortable) == 0, hrtErrorInvalidValue,
+         "unknown flags " + std::to_string(flags));
   auto dev = current_device();
-  hostrt::PinnedBuffer b = dev->host_alloc(size, flags);
+  hostrt::PinnedBuffer b =
+      dev->host_alloc(size, flags & hrtHostAllocPortable ? hostrt::kHostAllocPortable : 0u);
   void* p = b.data();
   auto& st = state();
   std::lock_guard lk(st.m);
@@ -279,6 +285,8 @@ hrtError_t hrtFreeHostSync(void* ptr) {
 
 hrtError_t hrtHostRegister(void* ptr, size_t size, unsigned int flags) {
   return guarded(__func__, [&] {
+    static_assert(hrtHostRegisterReadOnly == hostrt::kHostRegisterReadOnly &&
+                  hrtHostRegisterPortable == hostrt::kHostRegisterPortable);
     auto dev = current_device();
     hostrt::PinnedBuffer b = dev->host_register(ptr, size, flags);
     auto& st = state();
@@ -343,6 +351,7 @@ hrtError_t hrtPointerGetAttributes(hrtPointerAttributes* attributes, const void*
     attributes->base = a.base;
     attributes->size = a.size;
     attributes->offset = a.offset;
+    attributes->portable = a.portable ? 1 : 0;
     return hrtSuccess;
   });
 }

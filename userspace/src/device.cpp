@@ -49,8 +49,7 @@ std::uint64_t Device::pinned_bytes() const { return param(DRM_EDU_ACCEL_PARAM_PI
 
 PinnedBuffer Device::host_alloc(std::size_t bytes, unsigned flags) {
   live(core_, "host_alloc");
-  EXPECTS(flags == 0, "host_alloc: flags must be 0, got " + std::to_string(flags));
-  return PinnedBuffer(detail::Allocation::create(core_, bytes));
+  return PinnedBuffer(detail::Allocation::create(core_, bytes, flags));
 }
 
 PinnedBuffer Device::host_register(void* ptr, std::size_t bytes, unsigned flags) {
@@ -65,15 +64,18 @@ PinnedBuffer Device::import_dmabuf(int fd) {
 void Device::free_host_sync(PinnedBuffer&& buffer) {
   PinnedBuffer b = std::move(buffer);  // freed on every path out of here
   if (!b) return;
-  if (b.allocation()->device() != core_)
-    throw WrongDevice(EXDEV, "free_host_sync: the buffer belongs to another device");
+  const auto& a = b.allocation();
+  if (a->device() != core_) throw WrongDevice(EXDEV, "free_host_sync: the buffer belongs to another device");
   synchronize();
+  // Portable memory: the other devices that copied it may still be using it too.
+  for (auto& peer : a->peer_devices())
+    if (!peer->closed()) Device(peer).synchronize();
 }
 
 void free_host_sync(PinnedBuffer&& buffer) {
   PinnedBuffer b = std::move(buffer);
   if (!b) return;
-  Device(b.allocation()->device()).synchronize();
+  Device(b.allocation()->device()).free_host_sync(std::move(b));
 }
 
 Stream Device::create_stream(StreamPriority priority) {

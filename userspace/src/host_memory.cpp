@@ -2,6 +2,7 @@
 
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
+#include "detail/peer_views.hpp"
 #include "detail/registry.hpp"
 #include "hostrt/pool.hpp"
 
@@ -45,6 +46,7 @@ PointerAttributes pointer_attributes(const void* p) {
     a.base = reinterpret_cast<void*>(e->begin);
     a.size = e->end - e->begin;
     a.offset = reinterpret_cast<std::uintptr_t>(p) - e->begin;
+    a.portable = e->peers != nullptr && e->peers->shared();
     // A block of a pool is what its user allocated, not the pool's segment around it.
     detail::PoolBlockInfo block;
     if (e->type == MemoryType::Pinned && detail::describe_pool_block(p, block)) {

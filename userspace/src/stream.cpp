@@ -8,6 +8,7 @@
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
+#include "detail/peer_views.hpp"
 #include "detail/registry.hpp"
 #include "detail/trace.hpp"
 #include "hostrt/event.hpp"
@@ -40,22 +41,24 @@ End resolve_device(const void* p, std::size_t n, const Capabilities& caps, const
   return {false, 0, d->offset};
 }
 
-End resolve_host(const detail::DeviceCore& dev, const void* p, std::size_t n, bool written,
+End resolve_host(const std::shared_ptr<detail::DeviceCore>& dev, const void* p, std::size_t n, bool written,
                  const char* role) {
   EXPECTS(!DevicePtr::from(p),
           std::string("memcpy_async: ") + role + " is a device address but the copy kind wants host memory");
   const auto e = detail::registry().find(p);
   if (!e) return {true, 0, 0};
   const auto a = reinterpret_cast<std::uintptr_t>(p);
-  if (e->device != &dev)
+  if (e->device != dev.get() && !e->peers)
     throw WrongDevice(EXDEV, std::string("memcpy_async: ") + role + " is " + to_string(e->type) +
                                  " memory of another device, or of another Device::open of it (" +
-                                 to_string(e->backend) + " #" + std::to_string(e->device_index) + ")");
+                                 to_string(e->backend) + " #" + std::to_string(e->device_index) +
+                                 "), not portable");
   EXPECTS(n <= e->end - a, std::string("memcpy_async: ") + role + " range of " + std::to_string(n) +
                                " bytes runs past the end of its " + to_string(e->type) + " buffer (" +
                                std::to_string(e->end - a) + " bytes left)");
   EXPECTS(!(written && e->readonly), "memcpy_async: destination is registered read-only");
-  return {false, e->handle, a - e->begin};
+  const std::uint32_t handle = e->device == dev.get() ? e->handle : e->peers->handle_for(dev);
+  return {false, handle, a - e->begin};
 }
 
 // The jobs one memcpy_async queued, for HOSTRT_TRACE: written when the call returns.
@@ -153,9 +156,9 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
   CopyTrace traced(s.id(), dst, src, n, kind);
   const Capabilities& caps = dev->caps();
   const End from = kind == CopyKind::D2H ? resolve_device(src, n, caps, "source")
-                                         : resolve_host(*dev, src, n, false, "source");
+                                         : resolve_host(dev, src, n, false, "source");
   const End to = kind == CopyKind::H2D ? resolve_device(dst, n, caps, "destination")
-                                       : resolve_host(*dev, dst, n, true, "destination");
+                                       : resolve_host(dev, dst, n, true, "destination");
 
   detail::CopyOp op{};
   op.type = static_cast<std::uint32_t>(kind);

@@ -69,13 +69,27 @@ typedef struct hrtPointerAttributes {
   void* base;
   size_t size;
   size_t offset;
+  int portable; /* 1: usable by every device (hrtHostAllocPortable / hrtHostRegisterPortable) */
 } hrtPointerAttributes;
 
 typedef struct hrtStream* hrtStream_t; /* NULL: the current device's default stream */
 typedef struct hrtEvent* hrtEvent_t;
 
+/* hrtHostAlloc flags (CUDA's values). Portable: every device may copy to and from the memory,
+ * not only the current one; another device's first copy naming it gives that device its
+ * own handle to the same pages (a dma-buf import), released by hrtFreeHost, which
+ * hrtFreeHostSync makes wait for those devices' streams too. Mapped and WriteCombined:
+ * hrtErrorNotSupported (no device-side mapping of host memory; BOs are write-back). */
+#define hrtHostAllocDefault 0u
+#define hrtHostAllocPortable 1u
+#define hrtHostAllocMapped 2u
+#define hrtHostAllocWriteCombined 4u
+/* hrtHostRegister flags. Unlike CUDA (Portable 1, ReadOnly 8), ReadOnly is 1 and Portable 2:
+ * use the names. Portable: as for hrtHostAlloc; each other device registers (pins and
+ * charges to RLIMIT_MEMLOCK) the range itself at its first copy naming it. */
 #define hrtHostRegisterDefault 0u
 #define hrtHostRegisterReadOnly 1u /* the device only reads the range */
+#define hrtHostRegisterPortable 2u
 
 /* Devices */
 hrtError_t hrtGetDeviceCount(int* count);
@@ -94,7 +108,7 @@ void* hrtDevicePtr(size_t offset);
 
 /* Pinned host memory */
 hrtError_t hrtMallocHost(void** ptr, size_t size);
-hrtError_t hrtHostAlloc(void** ptr, size_t size, unsigned int flags); /* flags must be 0 */
+hrtError_t hrtHostAlloc(void** ptr, size_t size, unsigned int flags); /* hrtHostAlloc* flags */
 hrtError_t hrtFreeHost(void* ptr);                                    /* immediate; NULL is a no-op */
 hrtError_t hrtFreeHostSync(void* ptr); /* waits for the device's streams first */
 hrtError_t hrtHostRegister(void* ptr, size_t size, unsigned int flags);

@@ -101,6 +101,23 @@ hrtError_t hrtMallocAsync(void** ptr, size_t size, hrtStream_t stream);
 hrtError_t hrtFreeAsync(void* ptr, hrtStream_t stream);
 
 /*
+ * Pools serving several devices (cudaMemPoolSetAccess / cudaMemPoolGetAccess, one device
+ * per call): with ProtReadWrite, streams of `device` may allocate from the pool, free and
+ * record its blocks, and copy to and from them (the device imports the pool's segments at its
+ * first copy); a block's reuse then waits for the work of every device that used it.
+ * ProtNone revokes it (work already queued completes). The pool's own device always has
+ * ProtReadWrite (revoking it is hrtErrorInvalidValue). ProtRead is hrtErrorNotSupported:
+ * the driver cannot import a buffer read-only.
+ */
+typedef enum hrtMemAccessFlags {
+  hrtMemAccessFlagsProtNone = 0,
+  hrtMemAccessFlagsProtRead = 1,
+  hrtMemAccessFlagsProtReadWrite = 3
+} hrtMemAccessFlags;
+hrtError_t hrtMemPoolSetAccess(hrtPool_t pool, int device, hrtMemAccessFlags flags);
+hrtError_t hrtMemPoolGetAccess(hrtMemAccessFlags* flags, hrtPool_t pool, int device);
+
+/*
  * Registration cache (hostrt::RegistrationCache): hrtHostRegister behind an interval index
  * with reference counts. Acquiring a range that lies inside one already registered through
  * the cache costs no ioctl, only a reference. Released ranges stay registered (idle) until

@@ -61,7 +61,7 @@
 //  - max_bytes is a hard limit: segments being allocated by other threads count against it.
 //
 // Errors: InvalidArgument for a pointer the pool did not hand out (or freed twice, as far
-// as it can tell), WrongDevice for a stream of another device, DeviceLost for an allocation
+// as it can tell), WrongDevice for a stream of another device without access (set_access), DeviceLost for an allocation
 // once the device is closed, PoolOutOfMemory (a std::bad_alloc) as above, DeviceFault from
 // sync_on_free.
 #pragma once
@@ -85,6 +85,7 @@ class Stream;
 namespace detail {
 class StreamCore;
 class DeviceCore;
+class AccessList;
 }  // namespace detail
 
 namespace detail::pool {
@@ -200,9 +201,22 @@ class Pool {
   // under it), so this lets a pool that once peaked high shrink back on its next misses.
   void reset_peak_stats();
 
+  // cudaMemPoolSetAccess: lets the streams of another device (another Device::open, even
+  // of the same index, counts as another device) allocate, free and record_stream the pool's
+  // blocks and copy to and from them: its segments are portable memory (kHostAllocPortable),
+  // imported by that device at its first copy. A block's reuse then waits for the work of
+  // every stream of every device that used it. Revoking refuses such streams and copies from
+  // then on; work already queued completes. The pool's own device always has access
+  // (InvalidArgument to revoke it); WrongDevice for a device of another backend;
+  // InvalidArgument for a pool without a device.
+  void set_access(const Device& device, bool enabled);
+  bool has_access(const Device& device) const;
+
   detail::pool::PoolCore& core() const noexcept { return *core_; }
   // Internal: the device whose host_alloc feeds the pool (nullptr for another source).
   detail::DeviceCore* device_core() const noexcept { return device_; }
+  // Internal: whether a stream of `device` may use the pool (its device, or one with access).
+  bool serves(const std::shared_ptr<detail::DeviceCore>& device) const;
 
  private:
   friend class detail::DeviceCore;
@@ -211,6 +225,7 @@ class Pool {
   Pool(DefaultPoolTag, detail::DeviceCore& device);
   void attach(detail::DeviceCore* device);
 
+  std::shared_ptr<detail::AccessList> access_;  // before core_: its segment source holds it
   std::shared_ptr<detail::pool::PoolCore> core_;
   detail::DeviceCore* device_ = nullptr;
 };

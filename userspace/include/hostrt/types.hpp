@@ -90,9 +90,17 @@ struct PointerAttributes {
   void* base = nullptr;               // start of the allocation / registration
   std::size_t size = 0;               // its size
   std::size_t offset = 0;             // of the pointer from base (or into the device buffer)
+  bool portable = false;              // usable by every device (kHost*Portable)
 };
 
 // host_alloc / host_register flags (hostrt's own; mapped onto the UAPI by the backend).
+// Portable (cudaHostAllocPortable / cudaHostRegisterPortable): every device may copy to and
+// from the memory, not only the one that allocated or registered it. Another device's first
+// copy naming it gives that device its own handle to the same pages (a dma-buf import of a
+// host_alloc BO; a second registration of a registered range, pinned and charged by that
+// device too), released with the buffer.
+inline constexpr unsigned kHostAllocPortable = 1u << 0;
 inline constexpr unsigned kHostRegisterReadOnly = 1u << 0;  // device only reads the range
+inline constexpr unsigned kHostRegisterPortable = 1u << 1;
 
 }  // namespace hostrt

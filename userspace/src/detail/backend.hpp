@@ -50,6 +50,10 @@ class DeviceBackend {
   virtual int export_dmabuf(std::uint32_t handle) = 0;
   // A dma-buf as a BO of this device, mapped through the dma-buf; the caller keeps `fd`.
   virtual BoMapping import_dmabuf(int fd) = 0;
+  // Portable memory: a handle on this device's file to `owner`'s BO `owner_handle` (the same
+  // pages, not mapped again: ptr is nullptr, map_len 0), released with release_bo. `owner` is
+  // a backend of the same kind.
+  virtual BoMapping share_from(DeviceBackend& owner, std::uint32_t owner_handle) = 0;
 
   // priority: an enum drm_edu_accel_queue_priority. EACCES (PermissionDenied) for HIGH
   // without CAP_SYS_NICE, checked on the calling thread as the driver's capable() does.

@@ -12,6 +12,7 @@
 
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
+#include "detail/peer_views.hpp"
 #include "detail/pool/pool_core.hpp"
 #include "detail/pool/stream_core_ref.hpp"
 #include "detail/pool/stream_directory.hpp"
@@ -218,12 +219,19 @@ void set_fork(const void* p, std::size_t n, int advice) noexcept {
 
 Allocation::~Allocation() {
   if (registered_) registry().erase(reinterpret_cast<std::uintptr_t>(bo_.ptr));
+  if (peers_) peers_->release();  // before the owner's BO: the views name it
   if (type_ == MemoryType::Registered && size_ != 0) set_fork(bo_.ptr, size_, MADV_DOFORK);
   if (bo_.handle)
     if (DeviceBackend* be = dev_->backend_for_release()) be->release_bo(bo_);
 }
 
-std::shared_ptr<Allocation> Allocation::create(const std::shared_ptr<DeviceCore>& dev, std::size_t bytes) {
+std::vector<std::shared_ptr<DeviceCore>> Allocation::peer_devices() const {
+  return peers_ ? peers_->peers() : std::vector<std::shared_ptr<DeviceCore>>{};
+}
+
+std::shared_ptr<Allocation> Allocation::create(const std::shared_ptr<DeviceCore>& dev, std::size_t bytes,
+                                               unsigned flags, std::shared_ptr<const AccessList> access) {
+  EXPECTS((flags & ~kHostAllocPortable) == 0, "host_alloc: unknown flags " + std::to_string(flags));
   EXPECTS(bytes > 0, "host_alloc of 0 bytes");
   EXPECTS(bytes <= SIZE_MAX - 63, "host_alloc of " + std::to_string(bytes) + " bytes overflows");
   const std::size_t rounded = (bytes + 63) & ~std::size_t{63};
@@ -233,9 +241,14 @@ std::shared_ptr<Allocation> Allocation::create(const std::shared_ptr<DeviceCore>
   auto a = std::make_shared<Allocation>(dev, MemoryType::Pinned);
   a->bo_ = dev->backend("host_alloc").create_bo(rounded);
   a->size_ = rounded;
+  if (flags & kHostAllocPortable) {
+    a->peers_ =
+        std::make_shared<PeerViews>(dev, MemoryType::Pinned, a->bo_.ptr, rounded, 0u, std::move(access));
+    a->peers_->set_owner_handle(a->bo_.handle);
+  }
   const auto begin = reinterpret_cast<std::uintptr_t>(a->bo_.ptr);
   registry().insert({begin, begin + rounded, MemoryType::Pinned, dev.get(), dev->index(), dev->kind(),
-                     a->bo_.handle, false});
+                     a->bo_.handle, false, a->peers_});
   a->registered_ = true;
   return a;
 }
@@ -244,21 +257,26 @@ std::shared_ptr<Allocation> Allocation::register_range(const std::shared_ptr<Dev
                                                        std::size_t bytes, unsigned flags) {
   EXPECTS(ptr != nullptr, "host_register of a null pointer");
   EXPECTS(bytes > 0, "host_register of 0 bytes");
-  EXPECTS((flags & ~kHostRegisterReadOnly) == 0, "host_register: unknown flags " + std::to_string(flags));
+  EXPECTS((flags & ~(kHostRegisterReadOnly | kHostRegisterPortable)) == 0,
+          "host_register: unknown flags " + std::to_string(flags));
   const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
   EXPECTS(begin + bytes > begin, "host_register: range wraps around");
   EXPECTS(!DevicePtr::from(ptr), "host_register of a device address");
   DeviceBackend& be = dev->backend("host_register");
   const bool ro = flags & kHostRegisterReadOnly;
+  const std::uint32_t uapi_flags = ro ? DRM_EDU_ACCEL_BO_USERPTR_READONLY : 0u;
   auto a = std::make_shared<Allocation>(dev, MemoryType::Registered);
+  if (flags & kHostRegisterPortable)
+    a->peers_ = std::make_shared<PeerViews>(dev, MemoryType::Registered, ptr, bytes, uapi_flags);
   // Reserve the range before pinning so two threads cannot both pin overlapping memory; from
   // here on `a` owns the entry (made first: a throw in between would leave it behind).
   registry().insert(
-      {begin, begin + bytes, MemoryType::Registered, dev.get(), dev->index(), dev->kind(), 0, ro});
+      {begin, begin + bytes, MemoryType::Registered, dev.get(), dev->index(), dev->kind(), 0, ro, a->peers_});
   a->bo_.ptr = ptr;
   a->registered_ = true;
-  a->bo_ = be.register_user(ptr, bytes, ro ? DRM_EDU_ACCEL_BO_USERPTR_READONLY : 0u);
+  a->bo_ = be.register_user(ptr, bytes, uapi_flags);
   a->size_ = bytes;
+  if (a->peers_) a->peers_->set_owner_handle(a->bo_.handle);
   registry().set_handle(begin, a->bo_.handle);
   // The registered pages stay out of fork children (a child has no business with memory the
   // device writes into), but only the pages wholly inside the range: see whole_pages(). Best
@@ -274,7 +292,7 @@ std::shared_ptr<Allocation> Allocation::import_dmabuf(const std::shared_ptr<Devi
   a->size_ = a->bo_.size;
   const auto begin = reinterpret_cast<std::uintptr_t>(a->bo_.ptr);
   registry().insert({begin, begin + a->size_, MemoryType::Imported, dev.get(), dev->index(), dev->kind(),
-                     a->bo_.handle, false});
+                     a->bo_.handle, false, nullptr});
   a->registered_ = true;
   return a;
 }

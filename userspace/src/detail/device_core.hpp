@@ -18,8 +18,6 @@
 #include "detail/staging.hpp"
 #include "hostrt/types.hpp"
 
-namespace hostrt::detail {}  // namespace hostrt::detail
-
 namespace hostrt {
 class Pool;
 }
@@ -27,11 +25,13 @@ class Pool;
 namespace hostrt::detail {
 
 class StreamCore;
+class PeerViews;
+class AccessList;
 namespace pool {
 class PoolCore;
 }
 
-class DeviceCore {
+class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
  public:
   DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index, Backend kind);
   ~DeviceCore();
@@ -109,7 +109,11 @@ class Allocation {
   ~Allocation();
 
   // host_alloc / host_register: the whole construction, registry entry included.
-  static std::shared_ptr<Allocation> create(const std::shared_ptr<DeviceCore>& dev, std::size_t bytes);
+  // flags: kHostAllocPortable / kHostRegisterReadOnly, kHostRegisterPortable. access: for a
+  // pool's portable segments, the devices its pool lets use them (null: every device).
+  static std::shared_ptr<Allocation> create(const std::shared_ptr<DeviceCore>& dev, std::size_t bytes,
+                                            unsigned flags = 0,
+                                            std::shared_ptr<const AccessList> access = nullptr);
   static std::shared_ptr<Allocation> register_range(const std::shared_ptr<DeviceCore>& dev, void* ptr,
                                                     std::size_t bytes, unsigned flags);
   // Device::import_dmabuf: the dma-buf behind fd as a BO of dev, mapped (the caller keeps fd).
@@ -120,10 +124,14 @@ class Allocation {
   std::uint32_t handle() const noexcept { return bo_.handle; }
   MemoryType type() const noexcept { return type_; }
   const std::shared_ptr<DeviceCore>& device() const noexcept { return dev_; }
+  bool portable() const noexcept { return peers_ != nullptr; }
+  // The other devices that used this portable memory (empty when it is not portable).
+  std::vector<std::shared_ptr<DeviceCore>> peer_devices() const;
 
  private:
   std::shared_ptr<DeviceCore> dev_;
   MemoryType type_;
+  std::shared_ptr<PeerViews> peers_;  // portable memory only
   BoMapping bo_;
   std::size_t size_ = 0;
   bool registered_ = false;  // holds a registry entry at bo_.ptr

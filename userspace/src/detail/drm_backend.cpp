@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hostrt/error.hpp"
+#include "hostrt/unique_fd.hpp"
 
 namespace hostrt::detail {
 
@@ -180,6 +181,17 @@ BoMapping DrmBackend::import_dmabuf(int fd) {
   void* p = mmap(nullptr, info.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) undo(errno, "mmap of an imported dma-buf (its exporter must allow CPU mappings)");
   return {handle, p, info.size, info.size};
+}
+
+BoMapping DrmBackend::share_from(DeviceBackend& owner, std::uint32_t owner_handle) {
+  // The owner's BO as a dma-buf, imported here: PRIME gives this file a handle to the same
+  // pages (the same GEM object when owner is another file of this device).
+  const UniqueFd fd(owner.export_dmabuf(owner_handle));
+  std::uint32_t handle = 0;
+  if (drmPrimeFDToHandle(fd_, fd.get(), &handle))
+    throw_errno(errno, "PRIME import of BO " + std::to_string(owner_handle) + " of " + owner.name());
+  add_handle_user(handle);
+  return {handle, nullptr, 0, 0};
 }
 
 void DrmBackend::release_bo(const BoMapping& bo) noexcept {

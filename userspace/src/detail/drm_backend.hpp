@@ -24,6 +24,7 @@ class DrmBackend final : public DeviceBackend {
   void release_bo(const BoMapping& bo) noexcept override;
   int export_dmabuf(std::uint32_t handle) override;
   BoMapping import_dmabuf(int fd) override;
+  BoMapping share_from(DeviceBackend& owner, std::uint32_t owner_handle) override;
   QueueInfo create_queue(std::uint32_t priority) override;
   void destroy_queue(std::uint32_t queue) noexcept override;
   std::uint32_t create_timeline() override;

@@ -60,7 +60,8 @@ struct EmulatedBackend::Bo {
   std::size_t size = 0;
   std::size_t map_len = 0;  // owned mapping (BO_CREATE); 0 for userptr
   bool readonly = false;
-  unsigned inflight = 0;  // jobs naming this BO that have not ended (under m_)
+  std::shared_ptr<Bo> backing;  // share_from: the owner's BO, whose memory this one names
+  unsigned inflight = 0;        // jobs naming this BO that have not ended (under m_)
 
   ~Bo() {
     if (map_len) munmap(ptr, map_len);  // munmap also drops the mlock
@@ -204,14 +205,37 @@ BoMapping EmulatedBackend::import_dmabuf(int fd) {
                                      "(dma-bufs need the edu_accel driver)");
 }
 
+BoMapping EmulatedBackend::share_from(DeviceBackend& owner, std::uint32_t owner_handle) {
+  auto* o = dynamic_cast<EmulatedBackend*>(&owner);
+  if (o == nullptr) throw_errno(EINVAL, "PRIME import: the exporter is not an emulated device");
+  std::shared_ptr<Bo> src;
+  {
+    std::lock_guard lk(o->m_);
+    auto it = o->bos_.find(owner_handle);
+    if (it == o->bos_.end()) throw_errno(ENOENT, "PRIME export of BO " + std::to_string(owner_handle));
+    src = it->second;
+  }
+  // The driver refuses to export read-only registrations and the import of a userptr BO
+  // gives DMA access to another process's pages; for the emulation only the memory matters.
+  if (src->readonly) throw_errno(EACCES, "PRIME export of read-only BO " + std::to_string(owner_handle));
+  auto bo = std::make_shared<Bo>();
+  bo->ptr = src->ptr;
+  bo->size = src->size;
+  bo->backing = src->backing ? src->backing : src;
+  std::lock_guard lk(m_);
+  bo->handle = next_handle_++;
+  bos_[bo->handle] = bo;
+  return {bo->handle, nullptr, 0, 0};
+}
+
 void EmulatedBackend::release_bo(const BoMapping& m) noexcept {
   std::unique_lock lk(m_);
   auto it = bos_.find(m.handle);
   if (it == bos_.end()) return;
   auto bo = it->second;
   bos_.erase(it);
-  if (bo->map_len) {
-    pinned_bytes_ -= bo->size;
+  if (bo->map_len || bo->backing) {
+    if (bo->map_len) pinned_bytes_ -= bo->size;
     return;  // jobs keep the mapping alive through their references
   }
   done_cv_.wait(lk, [&] { return bo->inflight == 0; });

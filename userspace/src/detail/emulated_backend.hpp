@@ -49,6 +49,9 @@ class EmulatedBackend final : public DeviceBackend {
   // No kernel object to share: NotSupported, saying so.
   int export_dmabuf(std::uint32_t handle) override;
   BoMapping import_dmabuf(int fd) override;
+  // Another emulated device's BO, as the driver's PRIME would give it: a handle here to the
+  // same memory, kept alive by the view (never unlocked or charged here).
+  BoMapping share_from(DeviceBackend& owner, std::uint32_t owner_handle) override;
   QueueInfo create_queue(std::uint32_t priority) override;
   void destroy_queue(std::uint32_t queue) noexcept override;
   std::uint32_t create_timeline() override;

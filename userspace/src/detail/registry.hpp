@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <shared_mutex>
 
@@ -14,6 +15,7 @@
 namespace hostrt::detail {
 
 class DeviceCore;
+class PeerViews;
 
 struct RegEntry {
   std::uintptr_t begin = 0;
@@ -24,6 +26,8 @@ struct RegEntry {
   Backend backend = Backend::Drm;
   std::uint32_t handle = 0;
   bool readonly = false;
+  // Portable memory: the other devices' handles (made on first use); null otherwise.
+  std::shared_ptr<PeerViews> peers;
 };
 
 class Registry {

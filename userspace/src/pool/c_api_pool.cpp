@@ -1,12 +1,14 @@
 // The pool's C API (hostrt_pool.h): thin wrappers over hostrt::Pool, sharing the runtime's
 // handles, status translation and per-thread last error (detail/c_api_support.hpp).
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "detail/c_api_support.hpp"
 #include "detail/device_core.hpp"
@@ -268,6 +270,28 @@ hrtError_t hrtDeviceGetMemPool(hrtPool_t* pool, int device) {
     hrtPool* h = Pools::instance().find_if([current](const hrtPool& x) { return x.pool == current; });
     expect(h != nullptr, hrtErrorInvalidValue, "the device's pool has no C handle");
     *pool = h;
+  });
+}
+
+hrtError_t hrtMemPoolSetAccess(hrtPool_t pool, int device, hrtMemAccessFlags flags) {
+  return guarded(__func__, [&] {
+    hostrt::Pool& p = *pool_of(pool).pool;
+    std::underlying_type_t<hrtMemAccessFlags> f;
+    std::memcpy(&f, &flags, sizeof f);  // any int a C caller put there
+    expect(f != hrtMemAccessFlagsProtRead, hrtErrorNotSupported,
+           "ProtRead: the driver cannot import a buffer read-only; use ProtReadWrite");
+    expect(f == hrtMemAccessFlagsProtNone || f == hrtMemAccessFlagsProtReadWrite, hrtErrorInvalidValue,
+           "unknown access flags " + std::to_string(f));
+    p.set_access(*hostrt::detail::capi::device_at(device), f == hrtMemAccessFlagsProtReadWrite);
+  });
+}
+
+hrtError_t hrtMemPoolGetAccess(hrtMemAccessFlags* flags, hrtPool_t pool, int device) {
+  return guarded(__func__, [&] {
+    expect(flags != nullptr, hrtErrorInvalidValue, "NULL flags out-pointer");
+    hostrt::Pool& p = *pool_of(pool).pool;
+    *flags = p.has_access(*hostrt::detail::capi::device_at(device)) ? hrtMemAccessFlagsProtReadWrite
+                                                                    : hrtMemAccessFlagsProtNone;
   });
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "detail/device_core.hpp"
+#include "detail/peer_views.hpp"
 #include "detail/pool/pool_core.hpp"
 #include "detail/pool/registration_index.hpp"
 #include "detail/pool/stream_core_ref.hpp"
@@ -28,23 +29,27 @@ using detail::pool::StreamRef;
   throw InvalidArgument(EINVAL, "pool: empty (destroyed or moved-from) stream");
 }
 
-[[noreturn, gnu::noinline, gnu::cold]] void throw_wrong_device(const char* what, const detail::StreamCore& s,
-                                                               const detail::DeviceCore* pool_device) {
+// A stream of another device than the pool's: fine when that device was given access,
+// WrongDevice otherwise. Out of line: the warm path only compares the device.
+[[gnu::noinline, gnu::cold]] void check_other_device(const char* what, const detail::StreamCore& s,
+                                                     const Pool& pool) {
+  if (pool.serves(s.device())) return;
   throw WrongDevice(EXDEV, std::string("pool: ") + what + ": a stream of another device (device " +
                                std::to_string(s.device()->index()) + ") than the pool's (device " +
-                               std::to_string(pool_device->index()) + ")");
+                               std::to_string(pool.device_core()->index()) +
+                               "), not given access (Pool::set_access)");
 }
 
-// The pool's view of a stream, refused when the stream is empty or of another device. On the
-// warm path of every allocate/free through Pool: inline, two loads and a compare, the
-// throws out of line (an outlined call here cost ~3 ns of a 12 ns pair).
-[[gnu::always_inline]] inline StreamRef ref(Stream& s, const detail::DeviceCore* pool_device,
-                                            const char* what) {
+// The pool's view of a stream, refused when the stream is empty or of a device without
+// access. On the warm path of every allocate/free through Pool: inline, two loads and a
+// compare, the rest out of line (an outlined call here cost ~3 ns of a 12 ns pair).
+[[gnu::always_inline]] inline StreamRef ref(Stream& s, const Pool& pool, const char* what) {
   detail::StreamCore* c = s.core().get();
   if (c == nullptr) [[unlikely]]
     throw_empty_stream();
+  const detail::DeviceCore* pool_device = pool.device_core();
   if (pool_device != nullptr && c->device().get() != pool_device) [[unlikely]]
-    throw_wrong_device(what, *c, pool_device);
+    check_other_device(what, *c, pool);
   return detail::pool::stream_ref(*c);
 }
 
@@ -71,18 +76,26 @@ class DeviceSegment final : public detail::pool::SegmentMemory {
 
 // Holds its own Device handle on the same internals, so the pool does not depend on the
 // caller's Device object staying alive (or in place).
+// Segments are portable memory restricted to the pool's access list: granting access later
+// applies to them too, and memory no other device may use costs nothing more (the views are
+// made at another device's first copy).
 class DeviceSegmentSource final : public detail::pool::SegmentSource {
  public:
-  explicit DeviceSegmentSource(Device& d) : device_(d.core()) {}
+  DeviceSegmentSource(Device& d, std::shared_ptr<const detail::AccessList> access)
+      : device_(d.core()), access_(std::move(access)) {}
   // Not owning: for the device's default pool, which the device's internals own.
-  explicit DeviceSegmentSource(detail::DeviceCore& core)
-      : device_(std::shared_ptr<detail::DeviceCore>(std::shared_ptr<detail::DeviceCore>(), &core)) {}
+  DeviceSegmentSource(detail::DeviceCore& core, std::shared_ptr<const detail::AccessList> access)
+      : device_(std::shared_ptr<detail::DeviceCore>(std::shared_ptr<detail::DeviceCore>(), &core)),
+        access_(std::move(access)) {}
   std::unique_ptr<detail::pool::SegmentMemory> allocate(std::size_t bytes) override {
-    return std::make_unique<DeviceSegment>(device_.host_alloc(bytes));
+    if (!device_.is_open()) throw DeviceLost(ENODEV, "pool: the device is closed");
+    return std::make_unique<DeviceSegment>(
+        PinnedBuffer(detail::Allocation::create(device_.core(), bytes, kHostAllocPortable, access_)));
   }
 
  private:
   Device device_;
+  std::shared_ptr<const detail::AccessList> access_;
 };
 
 class DeviceRegistration final : public detail::pool::Registration {
@@ -128,7 +141,8 @@ std::string PoolStats::to_string() const {
 // ---- Pool ----------------------------------------------------------------------------------
 
 Pool::Pool(Device& device, PoolOptions options)
-    : core_(PoolCore::create(std::make_unique<DeviceSegmentSource>(device), options)) {
+    : access_(std::make_shared<detail::AccessList>()),
+      core_(PoolCore::create(std::make_unique<DeviceSegmentSource>(device, access_), options)) {
   if (!device.is_open()) throw DeviceLost(ENODEV, "pool: the device is closed");
   attach(device.core().get());
 }
@@ -139,7 +153,8 @@ Pool::Pool(std::unique_ptr<detail::pool::SegmentSource> source, PoolOptions opti
 }
 
 Pool::Pool(DefaultPoolTag, detail::DeviceCore& device)
-    : core_(PoolCore::create(std::make_unique<DeviceSegmentSource>(device), PoolOptions{})) {
+    : access_(std::make_shared<detail::AccessList>()),
+      core_(PoolCore::create(std::make_unique<DeviceSegmentSource>(device, access_), PoolOptions{})) {
   attach(&device);
 }
 
@@ -163,13 +178,34 @@ Pool::~Pool() {
 }
 
 void* Pool::allocate(std::size_t bytes, Stream& stream) {
-  return core_->allocate(bytes, ref(stream, device_, "allocate"));
+  return core_->allocate(bytes, ref(stream, *this, "allocate"));
 }
 void* Pool::allocate(std::size_t bytes) { return core_->allocate(bytes, {}); }
-void Pool::deallocate(void* p, Stream& stream) { core_->deallocate(p, ref(stream, device_, "deallocate")); }
+void Pool::deallocate(void* p, Stream& stream) { core_->deallocate(p, ref(stream, *this, "deallocate")); }
 void Pool::deallocate(void* p) { core_->deallocate(p, {}); }
 void Pool::record_stream(void* p, Stream& stream) {
-  core_->record_stream(p, ref(stream, device_, "record_stream"));
+  core_->record_stream(p, ref(stream, *this, "record_stream"));
+}
+
+void Pool::set_access(const Device& device, bool enabled) {
+  if (device_ == nullptr || !access_)
+    throw InvalidArgument(EINVAL, "pool: set_access on a pool without a device");
+  const auto& core = device.core();
+  if (!core) throw InvalidArgument(EINVAL, "pool: set_access for an empty Device");
+  if (core->kind() != device_->kind())
+    throw WrongDevice(EXDEV, std::string("pool: set_access for a ") + to_string(core->kind()) +
+                                 " device on a pool of a " + to_string(device_->kind()) + " device");
+  if (core.get() == device_) {
+    if (!enabled) throw InvalidArgument(EINVAL, "pool: its own device's access cannot be revoked");
+    return;
+  }
+  access_->set(core, enabled);
+}
+
+bool Pool::has_access(const Device& device) const { return device.core() && serves(device.core()); }
+
+bool Pool::serves(const std::shared_ptr<detail::DeviceCore>& device) const {
+  return device.get() == device_ || (access_ && access_->allows(device));
 }
 std::size_t Pool::block_size(const void* p) const { return core_->block_size(p); }
 
@@ -244,7 +280,7 @@ void* PoolMemoryResource::do_allocate(std::size_t bytes, std::size_t alignment) 
     throw InvalidArgument(EINVAL, "pool: alignment " + std::to_string(alignment) + " above 64");
   const detail::DeviceCore* device = pool_->device_core();
   if (stream_ && device != nullptr && stream_->device().get() != device) [[unlikely]]
-    throw_wrong_device("PoolMemoryResource", *stream_, device);
+    check_other_device("PoolMemoryResource", *stream_, *pool_);
   return pool_->core().allocate(bytes, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
 }
 
