@@ -76,6 +76,11 @@ static struct sg_table *edu_dmabuf_map(struct dma_buf_attachment *attach,
 	return sgt;
 }
 
+/*
+ * No begin/end_cpu_access: DMA_BUF_IOCTL_SYNC already waits for the reservation's fences, and
+ * each job syncs its own mappings for the CPU before its fence signals. Syncing importers'
+ * cached mappings from here would copy a bounced mapping's stale slot over the CPU's data.
+ */
 static const struct dma_buf_ops edu_dmabuf_ops = {
 	.cache_sgt_mapping = true,
 	.map_dma_buf = edu_dmabuf_map,

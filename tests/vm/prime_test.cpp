@@ -3,7 +3,9 @@
 // fences, one export used by both edu devices, refusals, and lifetimes past the exporter's
 // handle and file. Runs as root (vgem's buffers come from its primary node).
 #include <gtest/gtest.h>
+#include <linux/dma-buf.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <xf86drm.h>
@@ -220,6 +222,37 @@ TEST_F(PrimeTest, AnExportedBoIsReadThroughItsDmaBufAndThroughVgem) {
   EXPECT_EQ(mismatches(static_cast<uint8_t*>(m), want.data(), n), 0u);
   munmap(m, n);
   close(again);
+  close(buf);
+}
+
+// The CPU-access bracket of a dma-buf (DMA_BUF_IOCTL_SYNC) waits for our job writing the
+// buffer, and what it then reads through the dma-buf is the job's data: the job syncs its
+// mappings for the CPU (under bouncing: copies the bounce slots back) before its fence signals.
+// That is why the driver needs no begin/end_cpu_access of its own (driver.md says more).
+TEST_F(PrimeTest, CpuAccessThroughTheDmaBufWaitsForTheDevicesWrite) {
+  const uint64_t n = 16 * kPage;
+  const auto want = pattern(n, 29);
+  uint8_t *src = nullptr, *dst = nullptr;
+  const uint32_t hs = edu_->create(n, &src), hd = edu_->create(n, &dst);
+  std::memcpy(src, want.data(), n);
+  int buf = -1;
+  ASSERT_EQ(export_fd(edu_->fd(), hd, &buf), 0);
+  void* m = mmap(nullptr, n, PROT_READ, MAP_SHARED, buf, 0);
+  ASSERT_NE(m, MAP_FAILED) << strerror(errno);
+
+  ASSERT_EQ(edu_->copy_async(hs, hd, n), 0);
+  dma_buf_sync sync{};
+  sync.flags = DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ;
+  ASSERT_EQ(ioctl(buf, DMA_BUF_IOCTL_SYNC, &sync), 0) << strerror(errno);
+  EXPECT_TRUE(edu_->done(0)) << "DMA_BUF_SYNC_START returned while our job still wrote the buffer";
+  EXPECT_EQ(mismatches(static_cast<uint8_t*>(m), want.data(), n), 0u) << "read after SYNC_START";
+  sync.flags = DMA_BUF_SYNC_END | DMA_BUF_SYNC_READ;
+  EXPECT_EQ(ioctl(buf, DMA_BUF_IOCTL_SYNC, &sync), 0);
+  sync.flags = DMA_BUF_SYNC_START | 0x100;  // no such flag: the core refuses
+  EXPECT_EQ(ioctl(buf, DMA_BUF_IOCTL_SYNC, &sync), -1);
+  EXPECT_EQ(errno, EINVAL);
+  ASSERT_TRUE(edu_->done(600));
+  munmap(m, n);
   close(buf);
 }
 
