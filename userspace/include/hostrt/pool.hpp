@@ -61,8 +61,8 @@
 //  - max_bytes is a hard limit: segments being allocated by other threads count against it.
 //
 // Errors: InvalidArgument for a pointer the pool did not hand out (or freed twice, as far
-// as it can tell), WrongDevice for a stream of another device without access (set_access), DeviceLost for an allocation
-// once the device is closed, PoolOutOfMemory (a std::bad_alloc) as above, DeviceFault from
+// as it can tell), WrongDevice for a stream of another device without access (set_access), DeviceLost for an
+// allocation once the device is closed, PoolOutOfMemory (a std::bad_alloc) as above, DeviceFault from
 // sync_on_free.
 #pragma once
 
