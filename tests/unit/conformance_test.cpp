@@ -405,12 +405,12 @@ TEST_P(Conformance, MemoryOfAnotherDeviceIsRefused) {
   // WrongDevice (C: hrtErrorWrongDevice), not a plain InvalidArgument: the pointer is valid.
   EXPECT_THROW(s.memcpy_async(DevicePtr(0), foreign.data(), 64), WrongDevice);
   EXPECT_EQ(*pointer_attributes(foreign.data()).device, 1u);
+  // Waiting for another device's event is fine (cross_device_waits_test.cpp); its memory is not.
   Stream t = other.create_stream();
   Event e;
-  e.record(t);
   t.memcpy_async(DevicePtr(0), foreign.data(), 64);
   e.record(t);
-  EXPECT_THROW(s.wait(e), WrongDevice);
+  EXPECT_NO_THROW(s.wait(e));
   t.synchronize();
 }
 

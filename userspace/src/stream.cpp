@@ -223,11 +223,11 @@ void Stream::wait(const Event& event) {
   if (!rec) return;  // never recorded: nothing to wait for
   const detail::trace::ApiSpan span(detail::trace::Api::StreamWait, s.id(), rec->core->id(), rec->point);
   const auto& other = rec->core;
-  if (other->device() != s.device())
-    throw WrongDevice(EXDEV, "Stream::wait: the event was recorded on device " +
-                                 std::to_string(other->device()->index()) + ", the stream is on device " +
-                                 std::to_string(s.device()->index()) +
-                                 " (waits across devices are not supported yet)");
+  // Another device's event: its job's fence becomes an in-fence of ours at the next submit.
+  if (other->device()->kind() != s.device()->kind())
+    throw WrongDevice(EXDEV, "Stream::wait: the event was recorded on a " +
+                                 std::string(to_string(other->device()->kind())) +
+                                 " device, the stream is on a " + to_string(s.device()->kind()) + " device");
   // A point on this stream itself is already in order; one already reached adds nothing.
   auto add = [&](const std::shared_ptr<detail::StreamCore>& on, std::uint64_t point) {
     if (point != 0 && on != core_ && !on->reached(point)) s.add_wait(on, point);

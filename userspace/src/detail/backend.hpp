@@ -65,6 +65,12 @@ class DeviceBackend {
   virtual void destroy_timeline(std::uint32_t handle) noexcept = 0;
   // Blocks until the point has signalled (no timeout, no spinning).
   virtual void wait_timeline(std::uint32_t handle, std::uint64_t point) = 0;
+  // Another device's timeline point (already submitted there) as an in-sync of this device:
+  // a new syncobj of this backend that signals with it, destroyed by the caller with
+  // destroy_timeline once submitted (the job holds its fence). `other` is of the same kind;
+  // `keep` keeps it alive for as long as this backend may still need it.
+  virtual SyncPoint import_point(DeviceBackend& other, std::uint32_t timeline, std::uint64_t point,
+                                 std::shared_ptr<const void> keep) = 0;
 
   // Returns the job's seqno.
   virtual std::uint64_t submit(std::uint32_t queue, std::span<const CopyOp> ops,

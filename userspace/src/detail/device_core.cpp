@@ -409,14 +409,31 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   DeviceBackend& be = dev_->backend("submit");
   std::lock_guard lk(m_);
   std::vector<SyncPoint> in;
+  // Another device's points come in as syncobjs of ours, made for this job only and
+  // destroyed on every way out (once submitted, the job holds their fences).
+  struct Imported {
+    DeviceBackend& be;
+    std::vector<std::uint32_t> handles;
+    ~Imported() {
+      for (std::uint32_t h : handles) be.destroy_timeline(h);
+    }
+  } imported{be, {}};
   for (auto& [s, point] : pending_waits_) {
     if (s->reached(point)) continue;
     // More streams to wait for than one job may name: the host waits for the rest.
     if (in.size() == dev_->caps().max_syncs) {
-      be.wait_timeline(s->timeline_, point);
+      s->dev_->backend("wait").wait_timeline(s->timeline_, point);
       continue;
     }
-    in.push_back({s->timeline_, 0, point});
+    if (s->dev_ == dev_) {
+      in.push_back({s->timeline_, 0, point});
+      continue;
+    }
+    in.reserve(in.size() + 1);
+    imported.handles.reserve(imported.handles.size() + 1);
+    const SyncPoint p = be.import_point(s->dev_->backend("wait"), s->timeline_, point, s);
+    imported.handles.push_back(p.handle);
+    in.push_back(p);
   }
   const std::uint64_t expect = (last_.load(std::memory_order_relaxed) & ~kWaitsQueued) + 1;
   // The stream's timeline point is the job's seqno, so waits need no translation.

@@ -194,6 +194,31 @@ BoMapping DrmBackend::share_from(DeviceBackend& owner, std::uint32_t owner_handl
   return {handle, nullptr, 0, 0};
 }
 
+SyncPoint DrmBackend::import_point(DeviceBackend& other, std::uint32_t timeline, std::uint64_t point,
+                                   std::shared_ptr<const void> /*keep: the kernel holds the fence*/) {
+  auto* o = dynamic_cast<DrmBackend*>(&other);
+  if (o == nullptr) throw_errno(EINVAL, "import_point: the other device is not a driver device");
+  // The point's fence, through a binary syncobj of the other file and a sync_file, into a
+  // binary syncobj of ours: syncobjs are per file, fences are not.
+  std::uint32_t tmp = 0;
+  if (drmSyncobjCreate(o->fd_, 0, &tmp)) throw_errno(errno, "SYNCOBJ_CREATE on " + o->name());
+  int sync_fd = -1;
+  int err = drmSyncobjTransfer(o->fd_, tmp, 0, timeline, point, 0) ? errno : 0;
+  if (!err && drmSyncobjExportSyncFile(o->fd_, tmp, &sync_fd)) err = errno;
+  drmSyncobjDestroy(o->fd_, tmp);
+  if (err)
+    throw_errno(err, "export of point " + std::to_string(point) + " of " + o->name() + " as a sync_file");
+  const UniqueFd fence(sync_fd);
+  std::uint32_t mine = 0;
+  if (drmSyncobjCreate(fd_, 0, &mine)) throw_errno(errno, "SYNCOBJ_CREATE");
+  if (drmSyncobjImportSyncFile(fd_, mine, fence.get())) {
+    err = errno;
+    drmSyncobjDestroy(fd_, mine);
+    throw_errno(err, "import of another device's sync_file");
+  }
+  return {mine, 0, 0};
+}
+
 void DrmBackend::release_bo(const BoMapping& bo) noexcept {
   if (bo.map_len) munmap(bo.ptr, bo.map_len);
   if (!last_handle_user(bo.handle)) return;

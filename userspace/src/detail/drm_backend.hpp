@@ -25,6 +25,8 @@ class DrmBackend final : public DeviceBackend {
   int export_dmabuf(std::uint32_t handle) override;
   BoMapping import_dmabuf(int fd) override;
   BoMapping share_from(DeviceBackend& owner, std::uint32_t owner_handle) override;
+  SyncPoint import_point(DeviceBackend& other, std::uint32_t timeline, std::uint64_t point,
+                         std::shared_ptr<const void> keep) override;
   QueueInfo create_queue(std::uint32_t priority) override;
   void destroy_queue(std::uint32_t queue) noexcept override;
   std::uint32_t create_timeline() override;

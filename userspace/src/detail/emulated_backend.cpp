@@ -79,6 +79,11 @@ EmulatedBackend::EmulatedBackend(std::size_t index) : index_(index), slot_used_(
 
 EmulatedBackend::~EmulatedBackend() {
   {
+    // Relays end when the other devices' points are reached; jobs here may wait for them.
+    std::lock_guard lk(relays_m_);
+    for (Relay& r : relays_) r.thread.join();
+  }
+  {
     std::unique_lock lk(m_);
     for (auto& [id, q] : queues_) q.held = false;
     work_cv_.notify_all();
@@ -300,6 +305,41 @@ void EmulatedBackend::wait_timeline(std::uint32_t handle, std::uint64_t point) {
     throw_errno(ENOENT, "SYNCOBJ_TIMELINE_WAIT: no syncobj " + std::to_string(handle));
   auto tl = it->second;
   done_cv_.wait(lk, [&] { return tl->value >= point; });
+}
+
+SyncPoint EmulatedBackend::import_point(DeviceBackend& other, std::uint32_t timeline, std::uint64_t point,
+                                        std::shared_ptr<const void> keep) {
+  if (dynamic_cast<EmulatedBackend*>(&other) == nullptr)
+    throw_errno(EINVAL, "import_point: the other device is not an emulated device");
+  const std::uint32_t h = create_timeline();
+  std::shared_ptr<Timeline> tl;
+  {
+    std::lock_guard lk(m_);
+    tl = timelines_.at(h);
+  }
+  std::lock_guard lk(relays_m_);
+  std::erase_if(relays_, [](Relay& r) {
+    if (!r.done->load(std::memory_order_acquire)) return false;
+    r.thread.join();
+    return true;
+  });
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  relays_.reserve(relays_.size() + 1);
+  relays_.push_back({std::thread([this, &other, timeline, point, tl, done, keep = std::move(keep)] {
+                       try {
+                         other.wait_timeline(timeline, point);
+                       } catch (...) {  // the point's syncobj is gone: its work is too
+                       }
+                       {
+                         std::lock_guard l(m_);
+                         tl->value = std::max<std::uint64_t>(tl->value, 1);
+                       }
+                       work_cv_.notify_all();
+                       done_cv_.notify_all();
+                       done->store(true, std::memory_order_release);
+                     }),
+                     done});
+  return {h, 0, 1};
 }
 
 std::shared_ptr<EmulatedBackend::Bo> EmulatedBackend::bo_locked(std::uint32_t handle,

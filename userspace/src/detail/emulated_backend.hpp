@@ -10,6 +10,7 @@
 // waits for the jobs that name it, since the process cannot keep the user's pages alive.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -57,6 +58,9 @@ class EmulatedBackend final : public DeviceBackend {
   std::uint32_t create_timeline() override;
   void destroy_timeline(std::uint32_t handle) noexcept override;
   void wait_timeline(std::uint32_t handle, std::uint64_t point) override;
+  // A relay thread waits on the other device and signals a new timeline of ours.
+  SyncPoint import_point(DeviceBackend& other, std::uint32_t timeline, std::uint64_t point,
+                         std::shared_ptr<const void> keep) override;
   std::uint64_t submit(std::uint32_t queue, std::span<const CopyOp> ops, std::span<const SyncPoint> in_syncs,
                        std::span<const SyncPoint> out_syncs) override;
 
@@ -117,6 +121,12 @@ class EmulatedBackend final : public DeviceBackend {
   Completion* page_ = nullptr;                           // kMaxQueues slots, written by the engine only
   unsigned char device_buffer_[kDeviceBufferSize] = {};  // touched by the engine thread only
   std::thread engine_;
+  struct Relay {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::mutex relays_m_;  // never taken under m_
+  std::vector<Relay> relays_;
 };
 
 // The emulated backend behind a Device, or nullptr for a Drm device (for tests).
