@@ -77,6 +77,26 @@ TEST_P(CrossDeviceWait, AFreeAfterAWaitAlsoWaitsForTheOtherDevice) {
   pool.deallocate(q, s1);
 }
 
+// The waited device closed (hrtDeviceReset) after the wait was queued: its queued work still
+// runs and is still waited for, and the waiting stream goes on working (before: every later
+// submit of the stream failed with DeviceLost, the wait staying queued).
+TEST_P(CrossDeviceWait, ClosingTheWaitedDeviceDoesNotWedgeTheWaitingStream) {
+  Stream s0 = d0().create_stream(), s1 = d1().create_stream();
+  PinnedBuffer a = d0().host_alloc(64u << 10), b = d0().host_alloc(64u << 10);
+  detail::EmulatedBackend* emu0 = detail::emulated_backend(d0());
+  if (emu0) emu0->hold_queue(s0.core()->queue_id(), true);
+  s0.memcpy_async(b.data(), a.data(), emu0 ? 4000 : a.size(), CopyKind::H2H);
+  Event e;
+  e.record(s0);
+  s1.wait(e);
+  d0().close();
+  PinnedBuffer x = d1().host_alloc(4096);
+  EXPECT_NO_THROW(s1.memcpy_async(DevicePtr(0), x.data(), 64));
+  EXPECT_NO_THROW(s1.memcpy_async(DevicePtr(0), x.data(), 64));
+  if (emu0) emu0->hold_queue(s0.core()->queue_id(), false);
+  EXPECT_NO_THROW(s1.synchronize());
+}
+
 class CCrossDeviceWait : public CApiBackendTest {};
 
 TEST_P(CCrossDeviceWait, StreamWaitEventAcceptsAnotherDevicesEvent) {

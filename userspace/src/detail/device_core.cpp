@@ -420,9 +420,13 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   } imported{be, {}};
   for (auto& [s, point] : pending_waits_) {
     if (s->reached(point)) continue;
+    // The waited stream's own file, even if its device was closed since (hrtDeviceReset):
+    // its queued work still runs and is still waited for, and refusing here would fail every
+    // later submit of this stream with the same wait.
+    DeviceBackend& theirs = s->dev_->backend_unchecked();
     // More streams to wait for than one job may name: the host waits for the rest.
     if (in.size() == dev_->caps().max_syncs) {
-      s->dev_->backend("wait").wait_timeline(s->timeline_, point);
+      theirs.wait_timeline(s->timeline_, point);
       continue;
     }
     if (s->dev_ == dev_) {
@@ -431,7 +435,7 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
     }
     in.reserve(in.size() + 1);
     imported.handles.reserve(imported.handles.size() + 1);
-    const SyncPoint p = be.import_point(s->dev_->backend("wait"), s->timeline_, point, s);
+    const SyncPoint p = be.import_point(theirs, s->timeline_, point, s);
     imported.handles.push_back(p.handle);
     in.push_back(p);
   }
