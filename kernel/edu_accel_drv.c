@@ -202,6 +202,8 @@ static void edu_accel_show_fdinfo(struct seq_file *m, struct file *f)
 	/* drm-usage-stats: engine busy time, and the memory this file's BOs pin (all system RAM). */
 	seq_printf(m, "drm-engine-dma:\t%lld ns\n", atomic64_read(&client->engine_ns));
 	seq_printf(m, "drm-memory-system:\t%lld KiB\n", atomic64_read(&client->pinned_bytes) >> 10);
+	/* Driver-specific keys carry the driver's name as prefix (drm-usage-stats.rst). */
+	seq_printf(m, "edu_accel-transfers:\t%lld\n", atomic64_read(&client->transfers));
 }
 
 static const struct file_operations edu_accel_fops = {

@@ -100,6 +100,7 @@ struct edu_accel_device {
  * @pinned_bytes: bytes of its live BOs
  * @engine_ns: time its jobs held the engine, from their start at its head to their last
  *	transfer's end (fdinfo's drm-engine-dma)
+ * @transfers: edu DMA transfers its jobs completed (fdinfo's edu_accel-transfers)
  */
 struct edu_client {
 	struct kref ref;
@@ -110,6 +111,7 @@ struct edu_client {
 	char comm[TASK_COMM_LEN];
 	atomic64_t pinned_bytes;
 	atomic64_t engine_ns;
+	atomic64_t transfers;
 };
 
 static inline struct edu_accel_device *to_edu(struct drm_device *drm)

@@ -459,6 +459,7 @@ bool edu_engine_irq(struct edu_accel_device *edev)
 	}
 	job = list_first_entry(&e->jobs, struct edu_job, engine_link);
 	e->xfers++;
+	atomic64_inc(&job->queue->file->client->transfers);
 	e->bytes += e->inflight;
 	trace_edu_xfer_done(job->owner, job->queue->id, job->seqno);
 	/* Unplugged: end the job at this transfer rather than run the rest of it. */

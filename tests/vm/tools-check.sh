@@ -25,7 +25,7 @@ devices=$(sed -n 's/^devices bound to edu_accel: //p' "$out/demo.txt" 2>/dev/nul
 [ "$(grep -c 'renderD' "$out/smi.txt" 2>/dev/null)" -ge "${devices:-1}" ] ||
 	{ echo "FAIL: hostrt-smi does not list the $devices devices"; fail=1; }
 # Its process list comes from fdinfo: hostrt-smi holds each device open, so it lists itself.
-[ "$(grep -cE '^ +[0-9]+  .* [0-9]+ +[0-9]+ ns +[0-9]+ KiB  \(this process\)$' "$out/smi.txt" 2>/dev/null)" -ge "${devices:-1}" ] ||
+[ "$(grep -cE '^ +[0-9]+  .* [0-9]+ +[0-9]+ ns +[0-9]+ +[0-9]+ KiB  \(this process\)$' "$out/smi.txt" 2>/dev/null)" -ge "${devices:-1}" ] ||
 	{ echo "FAIL: hostrt-smi's process lists (fdinfo) lack hostrt-smi itself"; fail=1; }
 check inspect.txt '^checks: [0-9]* passed, 0 failed'
 # The IOMMU maps each buffer as one IOVA range: a 1 MiB copy is then 2 * ceil(1 MiB / 4095).

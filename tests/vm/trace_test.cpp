@@ -229,6 +229,7 @@ TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
   // rounded out to whole pages).
   EXPECT_EQ(info["drm-engine-dma"], "0 ns");
   EXPECT_EQ(info["drm-memory-system"], "0 KiB");
+  EXPECT_EQ(info["edu_accel-transfers"], "0");
   const std::string busy = after["drm-engine-dma"];
   ASSERT_GE(busy.size(), 4u) << "no drm-engine-dma after a copy";
   EXPECT_EQ(busy.substr(busy.size() - 3), " ns");
@@ -289,6 +290,7 @@ TEST(TraceTest, OneCopyLeavesItsWholePathInTheTraceUnderOneClient) {
     }
   }
   EXPECT_EQ(starts, dones);
+  EXPECT_EQ(after["edu_accel-transfers"], std::to_string(dones)) << "fdinfo counts the job's transfers";
   // Only the chaining of transfers runs in the hard interrupt handler: CPU syncs (under
   // bouncing, megabytes of memcpy) and fence signalling (with every callback) run in the
   // engine's interrupt thread, with interrupts on.

@@ -61,7 +61,7 @@ std::string pci_name(const std::string& node) {
 
 // One open file of the device in some process, from /proc/<pid>/fdinfo/<fd> (drm-usage-stats).
 struct FileUse {
-  std::string pid, command, client, engine, memory;
+  std::string pid, command, client, engine, memory, transfers;
 };
 
 std::map<std::string, std::string> read_fdinfo(const std::filesystem::path& path) {
@@ -92,7 +92,8 @@ std::vector<FileUse> users_of(const std::string& pci) {
       if (!seen.insert(keys["drm-client-id"]).second) continue;
       std::string command;
       std::ifstream(proc.path() / "comm") >> command;
-      out.push_back({pid, command, keys["drm-client-id"], keys["drm-engine-dma"], keys["drm-memory-system"]});
+      out.push_back({pid, command, keys["drm-client-id"], keys["drm-engine-dma"], keys["drm-memory-system"],
+                     keys["edu_accel-transfers"]});
     }
   }
   return out;
@@ -103,11 +104,13 @@ void show_users(const std::string& node) {
   if (pci.empty()) return;
   const auto users = users_of(pci);
   std::printf("    processes (fdinfo of %s): %zu file(s)\n", pci.c_str(), users.size());
-  std::printf("      %8s  %-16s %7s  %20s  %12s\n", "pid", "command", "client", "engine time", "pinned");
+  std::printf("      %8s  %-16s %7s  %20s  %10s  %12s\n", "pid", "command", "client", "engine time",
+              "transfers", "pinned");
   const std::string self = std::to_string(getpid());
   for (const auto& u : users)
-    std::printf("      %8s  %-16s %7s  %20s  %12s%s\n", u.pid.c_str(), u.command.c_str(), u.client.c_str(),
-                u.engine.c_str(), u.memory.c_str(), u.pid == self ? "  (this process)" : "");
+    std::printf("      %8s  %-16s %7s  %20s  %10s  %12s%s\n", u.pid.c_str(), u.command.c_str(),
+                u.client.c_str(), u.engine.c_str(), u.transfers.c_str(), u.memory.c_str(),
+                u.pid == self ? "  (this process)" : "");
 }
 
 void usage() { std::fprintf(stderr, "usage: hostrt-smi [--backend drm|emulated] [--no-debugfs]\n"); }
