@@ -111,6 +111,37 @@ TEST_P(PoolApiTest, RecordStreamKeepsTheRecordedStreamAlive) {
   pool.deallocate(q, stream);
 }
 
+// A copy naming a block on another stream records that stream's use, as PyTorch's copy_
+// does: a free on the home stream without record_stream still waits for the copy (before:
+// the block was handed out again while the copy was held, and the CPU's next write raced it).
+TEST_P(PoolApiTest, ACopyOnAnotherStreamRecordsItsUseOfTheBlock) {
+  detail::EmulatedBackend* emu = detail::emulated_backend(*device);
+  Pool pool(*device, PoolOptions{.thread_cache_bytes = 0});
+  auto* p = static_cast<unsigned char*>(pool.allocate(8192, stream));
+  fill(p, 8192, 41);
+  Stream other = device->create_stream();
+  if (emu != nullptr) {
+    emu->hold_queue(other.core()->queue_id(), true);
+  } else {  // the copy waits behind a longer one
+    PinnedBuffer a = device->host_alloc(64u << 10), b = device->host_alloc(64u << 10);
+    other.memcpy_async(b.data(), a.data(), a.size(), CopyKind::H2H);
+  }
+  other.memcpy_async(DevicePtr(0), p + 4096, 4000);  // an interior pointer of the block
+  pool.deallocate(p, stream);                         // no record_stream
+  void* q = pool.allocate(8192, stream);
+  if (emu != nullptr) {
+    EXPECT_NE(q, p) << "reused while the other stream's copy was held";
+    EXPECT_EQ(pool.stats().pending_free_bytes, 8192u);
+    emu->hold_queue(other.core()->queue_id(), false);
+  } else if (q == p) {
+    EXPECT_TRUE(other.reached(other.last_submitted())) << "reused before the other stream's copy ended";
+  }
+  other.synchronize();
+  pool.deallocate(q, stream);
+  pool.synchronize();
+  EXPECT_EQ(pool.stats().pending_free_bytes, 0u);
+}
+
 TEST_P(PoolApiTest, PmrContainersLiveInPinnedMemory) {
   Pool pool(*device);
   PoolMemoryResource mr(pool, &stream);

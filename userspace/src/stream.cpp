@@ -9,9 +9,12 @@
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
 #include "detail/peer_views.hpp"
+#include "detail/pool/pool_core.hpp"
+#include "detail/pool/stream_core_ref.hpp"
 #include "detail/registry.hpp"
 #include "detail/trace.hpp"
 #include "hostrt/event.hpp"
+#include "hostrt/pool.hpp"
 
 namespace hostrt {
 
@@ -29,7 +32,16 @@ struct End {
   bool pageable = false;
   std::uint32_t handle = 0;  // 0: the device buffer
   std::uint64_t offset = 0;
+  bool pinned = false;  // host_alloc memory: maybe a pool's block
 };
+
+// A copy naming a pool block on a stream is a use of the block by that stream, recorded as
+// record_stream would (PyTorch's copy_ records its stream): a free on the block's home stream
+// then also waits for this copy, whether or not the user remembered record_stream. Before
+// the submit: a recorded use whose copy then fails only makes the free wait longer.
+void record_pool_use(const void* p, detail::StreamCore& s) {
+  if (Pool* pool = detail::find_pool(p)) (void)pool->core().record_use(p, detail::pool::stream_ref(s));
+}
 
 End resolve_device(const void* p, std::size_t n, const Capabilities& caps, const char* role) {
   const auto d = DevicePtr::from(p);
@@ -58,7 +70,7 @@ End resolve_host(const std::shared_ptr<detail::DeviceCore>& dev, const void* p, 
                                std::to_string(e->end - a) + " bytes left)");
   EXPECTS(!(written && e->readonly), "memcpy_async: destination is registered read-only");
   const std::uint32_t handle = e->device == dev.get() ? e->handle : e->peers->handle_for(dev);
-  return {false, handle, a - e->begin};
+  return {false, handle, a - e->begin, e->type == MemoryType::Pinned};
 }
 
 // The jobs one memcpy_async queued, for HOSTRT_TRACE: written when the call returns.
@@ -159,6 +171,8 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
                                          : resolve_host(dev, src, n, false, "source");
   const End to = kind == CopyKind::H2D ? resolve_device(dst, n, caps, "destination")
                                        : resolve_host(dev, dst, n, true, "destination");
+  if (from.pinned) record_pool_use(src, s);
+  if (to.pinned) record_pool_use(dst, s);
 
   detail::CopyOp op{};
   op.type = static_cast<std::uint32_t>(kind);

@@ -9,7 +9,9 @@
 //  - deallocate(p, stream) returns the block to the pool at once, but the block is handed
 //    out again only after the host has observed the completion of all device work that may
 //    use it: everything submitted before the call on `stream`, on the block's home stream,
-//    and on every stream named by record_stream(p, other).
+//    and on every stream named by record_stream(p, other). A memcpy_async naming any byte
+//    of the block records its stream so (as PyTorch's copy_ does): only work that reaches
+//    the block otherwise (a raw handle, another process) needs record_stream.
 //    Completion is read from the driver's completion page (no syscall). Work submitted on
 //    those streams after deallocate must not use the block.
 //  - Pending frees are queued per stream in submission order, so a slow stream delays only

@@ -588,6 +588,18 @@ void PoolCore::record_stream(void* p, StreamRef stream) {
   }
 }
 
+bool PoolCore::record_use(const void* p, StreamRef stream) {
+  std::uintptr_t base = 0;
+  std::size_t requested = 0;
+  if (!describe(p, base, requested)) return false;
+  try {
+    record_stream(reinterpret_cast<void*>(base), stream);
+  } catch (const InvalidArgument&) {  // freed between the two looks: not ours to record
+    return false;
+  }
+  return true;
+}
+
 std::size_t PoolCore::block_size(const void* p) const { return find_allocated(p)->size; }
 
 bool PoolCore::describe(const void* p, std::uintptr_t& base, std::size_t& requested) const {

@@ -41,6 +41,10 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // An empty `stream` means the block's home stream (the one given to allocate, if any).
   void deallocate(void* p, StreamRef stream);
   void record_stream(void* p, StreamRef stream);
+  // A copy on `stream` names p, any byte of an allocated block: records the stream's use of
+  // that block as record_stream does (memcpy_async's automatic recording, as PyTorch's copy_
+  // records its stream). False when p is in no allocated block of this pool (freed meanwhile).
+  bool record_use(const void* p, StreamRef stream);
   // The usable size of an allocated block (the request rounded up to 64 bytes).
   std::size_t block_size(const void* p) const;
   // Whether p lies in one of this pool's segments (no lock; a pool being destroyed must not
