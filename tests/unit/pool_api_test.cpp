@@ -127,7 +127,7 @@ TEST_P(PoolApiTest, ACopyOnAnotherStreamRecordsItsUseOfTheBlock) {
     other.memcpy_async(b.data(), a.data(), a.size(), CopyKind::H2H);
   }
   other.memcpy_async(DevicePtr(0), p + 4096, 4000);  // an interior pointer of the block
-  pool.deallocate(p, stream);                         // no record_stream
+  pool.deallocate(p, stream);                        // no record_stream
   void* q = pool.allocate(8192, stream);
   if (emu != nullptr) {
     EXPECT_NE(q, p) << "reused while the other stream's copy was held";
