@@ -86,7 +86,10 @@ TEST_P(Portable, RegisteredRangesAreRegisteredOnTheOtherDeviceReadOnlyIncluded) 
 
   rw.reset();
   ro.reset();
-  EXPECT_EQ(d1().pinned_bytes(), before) << "device 1's registration goes with the buffer";
+  // The driver drops a finished job's BO references when its scheduler frees the job, shortly
+  // after the fence: the last copy's view may be released a moment after synchronize.
+  EXPECT_EQ(settled_pinned_bytes(d1(), before), before)
+      << "device 1's registration goes with the buffer";
 }
 
 TEST_P(Portable, TheOtherDevicesQueuedCopyOutlivesTheFree) {

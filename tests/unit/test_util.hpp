@@ -6,10 +6,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hostrt/hostrt.hpp"
@@ -30,6 +32,19 @@ inline void flush_coverage() {
 
 inline std::string backend_name(const ::testing::TestParamInfo<Backend>& info) {
   return info.param == Backend::Drm ? "Drm" : "Emulated";
+}
+
+// dev.pinned_bytes() once it equals `expect`, or its value after a minute. The driver drops a
+// finished job's references to its BOs when the scheduler frees the job, a moment after the
+// fence signals: a buffer freed right after synchronize() may still be charged briefly.
+inline std::uint64_t settled_pinned_bytes(const Device& dev, std::uint64_t expect) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  std::uint64_t now = dev.pinned_bytes();
+  while (now != expect && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    now = dev.pinned_bytes();
+  }
+  return now;
 }
 
 // A byte pattern that differs per seed and per position (and never repeats every 256 bytes).

@@ -79,7 +79,9 @@ extern "C" {
  * @DRM_EDU_ACCEL_PARAM_MAX_JOB_BYTES: device traffic one SUBMIT may carry, H2H counted
  *	twice (it crosses the device both ways); split larger copies into several jobs.
  * @DRM_EDU_ACCEL_PARAM_PINNED_BYTES: bytes this file currently has pinned (userptr) or allocated
- *	(BO_CREATE), as charged to it.
+ *	(BO_CREATE), as charged to it. A job holds the BOs it names until the scheduler frees
+ *	it, a moment after its fence signals: a BO closed right after the wait may stay
+ *	charged that long.
  * @DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE: GEM handle of this file's completion page (created on
  *	first use; the same page QUEUE_CREATE reports), where &struct drm_edu_accel_file_status
  *	sits at %DRM_EDU_ACCEL_FILE_STATUS_OFFSET. Closing that handle (GEM_CLOSE) is allowed:

@@ -45,6 +45,8 @@ class Device {
   // Raw GET_PARAM (enum drm_edu_accel_param); throws InvalidArgument for unknown params.
   std::uint64_t param(std::uint32_t p) const;
   // Bytes this process has pinned or allocated on the device, as the driver charges them.
+  // Memory freed right after a synchronize may stay charged a moment longer: the driver's
+  // finished jobs hold their buffers until its scheduler frees them.
   std::uint64_t pinned_bytes() const;
 
   // Pinned host memory from the driver (BO_CREATE + mmap): zeroed, page-aligned, size
