@@ -403,7 +403,22 @@ static struct pci_driver edu_accel_pci_driver = {
 	.remove = edu_accel_remove,
 	.shutdown = edu_accel_shutdown,
 };
-module_pci_driver(edu_accel_pci_driver);
+
+static int __init edu_accel_init(void)
+{
+	int ret = edu_fences_init();
+
+	if (ret)
+		return ret;
+	return pci_register_driver(&edu_accel_pci_driver);
+}
+module_init(edu_accel_init);
+
+static void __exit edu_accel_exit(void)
+{
+	pci_unregister_driver(&edu_accel_pci_driver);
+}
+module_exit(edu_accel_exit);
 
 MODULE_DESCRIPTION("DRM driver for QEMU's edu device as a DMA accelerator");
 MODULE_AUTHOR("edu-accel developers");

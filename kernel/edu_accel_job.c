@@ -18,6 +18,7 @@
 #include <linux/dma-fence-chain.h>
 #include <linux/dma-mapping.h>
 #include <linux/error-injection.h>
+#include <linux/kmemleak.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -213,11 +214,61 @@ void edu_job_free_work(struct work_struct *work)
 	}
 }
 
+/*
+ * The scheduler a freed job's fences name from then on: it outlives every device and the
+ * module (allocated at load, never freed), so that only its name is ever read.
+ */
+struct edu_retired_timeline {
+	struct drm_gpu_scheduler sched;
+	char name[16];
+};
+
+static struct drm_gpu_scheduler *edu_retired_sched;
+
+/**
+ * edu_fences_init - allocate the timeline freed jobs' fences are moved to
+ *
+ * Called once at module load. The allocation is never freed: a sync_file, a syncobj or another
+ * driver's reservation may hold one of our fences after rmmod, and 6.1's drm_sched reads the
+ * fence's scheduler name whenever it is asked (SYNC_IOC_FILE_INFO, debugfs, tracepoints).
+ * kmemleak is told so.
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int edu_fences_init(void)
+{
+	struct edu_retired_timeline *t = kzalloc(sizeof(*t), GFP_KERNEL);
+
+	if (!t)
+		return -ENOMEM;
+	strscpy(t->name, EDU_ACCEL_NAME "-done", sizeof(t->name));
+	t->sched.name = t->name;
+	kmemleak_not_leak(t);
+	edu_retired_sched = &t->sched;
+	return 0;
+}
+
+/*
+ * A job's finished and scheduled fences outlive it: syncobjs, sync_files and other drivers'
+ * reservations keep them. 6.1's drm_sched_fence reads its scheduler's name, which lives in
+ * this device, and drops its parent, our hardware fence whose ops are module text, only when
+ * the last reference goes: a sync_file queried after unbind and the last close, or released
+ * after rmmod, reached freed memory (KASAN: use-after-free in
+ * drm_sched_fence_get_timeline_name). When the job is freed both fences have signalled, so
+ * neither needs its parent any more, and the scheduler is replaced by the retired timeline.
+ */
+static void edu_fence_detach(struct drm_sched_fence *s_fence)
+{
+	dma_fence_put(xchg(&s_fence->parent, NULL));
+	WRITE_ONCE(s_fence->sched, edu_retired_sched);
+}
+
 static void edu_sched_free_job(struct drm_sched_job *sched_job)
 {
 	struct edu_job *job = to_edu_job(sched_job);
 	struct edu_accel_device *edev = job->queue->edev;
 
+	edu_fence_detach(sched_job->s_fence);
 	drm_sched_job_cleanup(sched_job);
 	if (!job->retired)	/* killed with its entity: it never reached the engine */
 		edu_queue_job_retired(job->queue);

@@ -280,6 +280,7 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job);
 int edu_engine_reserve(struct edu_accel_device *edev);
 void edu_engine_unreserve(struct edu_accel_device *edev);
 
+int edu_fences_init(void);
 int edu_sched_init(struct edu_accel_device *edev);
 void edu_sched_drain(struct edu_accel_device *edev);
 void edu_job_free_work(struct work_struct *work);

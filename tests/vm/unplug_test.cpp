@@ -243,38 +243,66 @@ TEST_F(UnplugTest, SharedBuffersOutliveTheUnbindOfOneSide) {
   EXPECT_TRUE(verified_copy(hostrt::detail::bound_edu_nodes()[0].render, 10));
 }
 
-// Known and not fixed (issue "Kernel, second pass", fence lifetime): a sync_file of a finished
-// job, held across the unbind and the last close, is queried. 6.1's drm_sched fence reads its
-// timeline name from the scheduler, which lived in the freed device: on the debug kernel
-// "BUG: KASAN: use-after-free in drm_sched_fence_get_timeline_name". Disabled until the fix
-// (the hardware fence holding the device, released from a worker); run it with
-// --gtest_also_run_disabled_tests in the debug configuration to see the report.
-TEST_F(UnplugTest, DISABLED_ASyncFileOfAJobIsSafeToQueryAfterTheDeviceIsGone) {
+// A sync_file of a finished job outlives its device and the driver: another process may hold
+// it while the device is unbound, the last file closes and the module goes. 6.1's drm_sched
+// fence read its timeline name from the scheduler in the freed device ("BUG: KASAN:
+// use-after-free in drm_sched_fence_get_timeline_name" on the debug kernel) and released its
+// parent, our hardware fence, through ops in the module's text.
+int sync_file_of_a_finished_job(const std::string& render) {
+  Fd f(render);
+  drm_edu_accel_queue_create q;
+  if (f.get() < 0 || queue_create(f.get(), &q)) return -1;
+  std::vector<uint8_t> a(2 * kPage, 1), b(2 * kPage);
+  uint32_t ha = 0, hb = 0, done = 0;
+  if (bo_userptr(f.get(), a.data(), a.size(), 0, &ha) || bo_userptr(f.get(), b.data(), b.size(), 0, &hb) ||
+      drmSyncobjCreate(f.get(), 0, &done))
+    return -1;
+  auto o = op(DRM_EDU_ACCEL_OP_H2H, ha, 0, hb, 0, a.size());
+  auto s = sync_point(done);
   int sync_file = -1;
-  {
-    Fd f(nodes_[0].render);
-    drm_edu_accel_queue_create q;
-    ASSERT_EQ(queue_create(f.get(), &q), 0);
-    std::vector<uint8_t> a(2 * kPage, 1), b(2 * kPage);
-    uint32_t ha = 0, hb = 0, done = 0;
-    ASSERT_EQ(bo_userptr(f.get(), a.data(), a.size(), 0, &ha), 0);
-    ASSERT_EQ(bo_userptr(f.get(), b.data(), b.size(), 0, &hb), 0);
-    ASSERT_EQ(drmSyncobjCreate(f.get(), 0, &done), 0);
-    auto o = op(DRM_EDU_ACCEL_OP_H2H, ha, 0, hb, 0, a.size());
-    auto s = sync_point(done);
-    ASSERT_EQ(submit(f.get(), q.queue, &o, 1, nullptr, 0, &s, 1), 0);
-    ASSERT_EQ(drmSyncobjWait(f.get(), &done, 1, static_cast<int64_t>(abs_deadline_ns(600)), 0, nullptr), 0);
-    ASSERT_EQ(drmSyncobjExportSyncFile(f.get(), done, &sync_file), 0);
-    ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/unbind", nodes_[0].pci));
-  }
+  if (submit(f.get(), q.queue, &o, 1, nullptr, 0, &s, 1) ||
+      drmSyncobjWait(f.get(), &done, 1, static_cast<int64_t>(abs_deadline_ns(600)), 0, nullptr) ||
+      drmSyncobjExportSyncFile(f.get(), done, &sync_file))
+    return -1;
+  return sync_file;  // the file, its queue and its BOs close here
+}
+
+// SYNC_IOC_FILE_INFO reads every fence's driver and timeline names and its status.
+testing::AssertionResult query_signalled(int sync_file) {
   sync_fence_info fence{};
   sync_file_info info{};
   info.num_fences = 1;
   info.sync_fence_info = reinterpret_cast<uintptr_t>(&fence);
-  EXPECT_EQ(ioctl(sync_file, SYNC_IOC_FILE_INFO, &info), 0) << strerror(errno);
-  EXPECT_EQ(fence.status, 1);
+  if (ioctl(sync_file, SYNC_IOC_FILE_INFO, &info))
+    return testing::AssertionFailure() << "SYNC_IOC_FILE_INFO: " << strerror(errno);
+  if (fence.status != 1) return testing::AssertionFailure() << "fence status " << fence.status;
+  return testing::AssertionSuccess() << fence.driver_name << " " << fence.obj_name;
+}
+
+TEST_F(UnplugTest, ASyncFileOfAJobIsSafeToQueryAfterTheDeviceIsGone) {
+  const int sync_file = sync_file_of_a_finished_job(nodes_[0].render);
+  ASSERT_GE(sync_file, 0);
+  ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/unbind", nodes_[0].pci));
+  EXPECT_TRUE(query_signalled(sync_file));
   close(sync_file);
   ASSERT_TRUE(write_sysfs(std::string(kDriver) + "/bind", nodes_[0].pci));
+}
+
+TEST_F(UnplugTest, ASyncFileOfAJobIsSafeToQueryAndCloseAfterTheModuleIsGone) {
+  const char* ko = getenv("EDU_KO");
+  if (!ko) GTEST_SKIP() << "EDU_KO (the module to load again) is not set";
+  const char* args = getenv("EDU_KO_ARGS");
+  const int sync_file = sync_file_of_a_finished_job(nodes_[0].render);
+  ASSERT_GE(sync_file, 0);
+  ASSERT_EQ(system("rmmod edu_accel"), 0) << "a file of the driver is still open";
+  EXPECT_TRUE(query_signalled(sync_file));
+  close(sync_file);  // the last reference: its release runs no code of the module
+  const std::string insmod = std::string("insmod ") + ko + " " + (args ? args : "");
+  ASSERT_EQ(system(insmod.c_str()), 0) << insmod;
+  for (int i = 0; i < 6000 && hostrt::detail::bound_edu_nodes().size() < nodes_.size(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(hostrt::detail::bound_edu_nodes().size(), nodes_.size()) << "devices not back after insmod";
+  EXPECT_TRUE(verified_copy(hostrt::detail::bound_edu_nodes()[0].render, 5));
 }
 
 }  // namespace
