@@ -45,6 +45,9 @@ static int state_show(struct seq_file *m, void *unused)
 	seq_printf(m, "iommu: %s\n", edev->iommu ? "yes" : "no");
 	seq_printf(m, "max_segment: %u\n", dma_get_max_seg_size(&edev->pdev->dev));
 	seq_printf(m, "pinned_bytes: %lld\n", atomic64_read(&edev->pinned_bytes));
+	if (edev->bounce_limit != U64_MAX)
+		seq_printf(m, "bounced_bytes: %lld of %llu\n", atomic64_read(&edev->bounced_bytes),
+			   edev->bounce_limit);
 	seq_printf(m, "dma_transfers: %lld\n", atomic64_read(&edev->dma_count));
 	seq_printf(m, "irqs: %lld\n", atomic64_read(&edev->irq_count));
 	seq_printf(m, "engine: %s\n", READ_ONCE(edev->engine.wedged) ? "wedged" :

@@ -36,6 +36,11 @@ module_param(dma_bits, uint, 0444);
 MODULE_PARM_DESC(dma_bits,
 		 "DMA address width in bits (12..64); must match QEMU's edu dma_mask (default 28)");
 
+static unsigned int max_bounce_pct = 50;
+module_param(max_bounce_pct, uint, 0444);
+MODULE_PARM_DESC(max_bounce_pct,
+		 "Without an IOMMU, the share of the swiotlb bounce pool (shared by every device's streaming DMA) one device's BO mappings may hold, in percent; BO_USERPTR, BO_CREATE and imports fail with -ENOMEM past it (default 50)");
+
 /* Largest DMA segment: contiguous pages merge up to here (one segment per BO with an IOMMU). */
 #define EDU_MAX_SEGMENT		SZ_1G
 
@@ -266,6 +271,27 @@ static int edu_check_bounce_pool(struct edu_accel_device *edev)
 #endif
 }
 
+/*
+ * Where BO mappings may bounce (no IOMMU, a swiotlb pool: swiotlb=force, confidential guests,
+ * memory beyond the mask of an exporter's pages), each mapping holds its slots while the BO
+ * lives. The pool's size has no accessor; 6.1's is_swiotlb_buffer() reads the same fields.
+ */
+static void edu_set_bounce_limit(struct edu_accel_device *edev)
+{
+	edev->bounce_limit = U64_MAX;
+#if IS_ENABLED(CONFIG_SWIOTLB) && defined(EDU_HAVE_SWIOTLB_MEM_END)
+	{
+		struct device *dev = &edev->pdev->dev;
+		struct io_tlb_mem *mem = dev->dma_io_tlb_mem;
+
+		if (edev->iommu || !is_swiotlb_active(dev) || !mem)
+			return;
+		edev->bounce_limit = div_u64((u64)(mem->end - mem->start) * min(max_bounce_pct, 100U),
+					     100);
+	}
+#endif
+}
+
 static int edu_accel_setup_irq(struct edu_accel_device *edev)
 {
 	struct pci_dev *pdev = edev->pdev;
@@ -341,6 +367,7 @@ static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = edu_check_bounce_pool(edev);
 	if (ret)
 		return ret;
+	edu_set_bounce_limit(edev);
 
 	ret = edu_hw_init(edev);
 	if (ret)

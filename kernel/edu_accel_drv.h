@@ -33,6 +33,9 @@
  * @bos: every live BO, for debugfs
  * @clients: accounting of every client with an open file or a live BO
  * @pinned_bytes: bytes pinned by all BOs of this device
+ * @bounced_bytes: swiotlb bounce slots the mappings of this device's BOs hold
+ * @bounce_limit: what @bounced_bytes may reach (a share of the bounce pool, which every
+ *	device's streaming DMA shares); U64_MAX where mappings do not bounce or are not counted
  * @next_client_id: numbering of clients in debugfs
  * @write_maps_lock: serialises changes of @write_maps
  * @write_maps: device-writable DMA mappings starting on each page, by pfn
@@ -72,6 +75,8 @@ struct edu_accel_device {
 	struct list_head bos;
 	struct list_head clients;
 	atomic64_t pinned_bytes;
+	atomic64_t bounced_bytes;
+	u64 bounce_limit;
 	atomic64_t next_client_id;
 	struct mutex write_maps_lock;
 	struct xarray write_maps;

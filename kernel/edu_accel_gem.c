@@ -21,6 +21,7 @@
 #include <drm/drm_vma_manager.h>
 #include <linux/delay.h>
 #include <linux/dma-buf.h>
+#include <linux/dma-direct.h>
 #include <linux/dma-mapping.h>
 #include <linux/error-injection.h>
 #include <linux/mm.h>
@@ -32,6 +33,7 @@
 #include <linux/hugetlb_inline.h>
 #include <linux/shmem_fs.h>
 #include <linux/slab.h>
+#include <linux/swiotlb.h>
 #include <linux/uaccess.h>
 
 #include <uapi/drm/edu_accel.h>
@@ -121,6 +123,42 @@ static bool edu_bo_needs_sync(struct device *dev, struct sg_table *sgt)
 	return false;
 }
 
+/*
+ * Without an IOMMU a mapping that bounces holds swiotlb slots for the BO's whole life. The
+ * pool is fixed (64 MiB by default on 6.1) and shared with every device's streaming DMA
+ * (virtio-blk's in a confidential guest): unbounded, a few processes registering memory would
+ * deny I/O to the whole machine. Each device's BOs may hold bounce_limit bytes of it.
+ */
+static int edu_bo_charge_bounce(struct edu_accel_device *edev, struct edu_bo *bo)
+{
+	struct device *dev = &edev->pdev->dev;
+	struct scatterlist *sg;
+	u64 bytes = 0;
+	int i;
+
+	if (edev->bounce_limit == U64_MAX || !bo->need_sync)
+		return 0;
+	for_each_sgtable_dma_sg(&bo->sgt, sg, i)
+		if (is_swiotlb_buffer(dev, dma_to_phys(dev, sg_dma_address(sg))))
+			bytes += ALIGN(sg_dma_len(sg), IO_TLB_SIZE);
+	if (!bytes)
+		return 0;
+	if (atomic64_add_return(bytes, &edev->bounced_bytes) > edev->bounce_limit) {
+		atomic64_sub(bytes, &edev->bounced_bytes);
+		drm_dbg_driver(&edev->drm, "bounce slots: %llu more bytes would pass the device's %llu\n",
+			       bytes, edev->bounce_limit);
+		return -ENOMEM;
+	}
+	bo->bounced = bytes;
+	return 0;
+}
+
+static void edu_bo_uncharge_bounce(struct edu_accel_device *edev, struct edu_bo *bo)
+{
+	atomic64_sub(bo->bounced, &edev->bounced_bytes);
+	bo->bounced = 0;
+}
+
 /* Builds the SG table over bo->pages (merging contiguous pages) and maps it. */
 static noinline int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo *bo)
 {
@@ -148,6 +186,9 @@ static noinline int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo 
 	if (ret)
 		goto unmap;
 	bo->need_sync = edu_bo_needs_sync(dev, &bo->sgt);
+	ret = edu_bo_charge_bounce(edev, bo);
+	if (ret)
+		goto unmap;
 	bo->mapped = true;
 	trace_edu_bo_map(bo->client_id, bo->user_ptr, bo->size, bo->sgt.orig_nents, bo->sgt.nents,
 			 sg_dma_address(bo->sgt.sgl), sg_dma_len(bo->sgt.sgl), 0);
@@ -177,6 +218,7 @@ static void edu_bo_dma_unmap_locked(struct edu_accel_device *edev, struct edu_bo
 					  DMA_ATTR_SKIP_CPU_SYNC);
 			edu_bo_release_write_mappings(edev, bo);
 		}
+		edu_bo_uncharge_bounce(edev, bo);
 	}
 	bo->mapped = false;
 }
@@ -617,6 +659,9 @@ struct edu_bo *edu_bo_import_mapped(struct edu_accel_device *edev, struct edu_cl
 	if (ret)
 		goto put;
 	bo->need_sync = edu_bo_needs_sync(&edev->pdev->dev, &bo->sgt);
+	ret = edu_bo_charge_bounce(edev, bo);
+	if (ret)
+		goto put;
 	bo->mapped = true;
 	trace_edu_bo_map(bo->client_id, 0, bo->size, bo->sgt.orig_nents, bo->sgt.nents,
 			 sg_dma_address(bo->sgt.sgl), sg_dma_len(bo->sgt.sgl), 0);

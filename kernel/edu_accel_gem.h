@@ -48,6 +48,8 @@ struct drm_file;
  * @vaddr: kernel address of page 0 for driver-written pages (the completion page)
  * @readonly_map: userspace may map it only without write access
  * @zone_dma_pages: BO_CREATE: pages taken from ZONE_DMA, counted against the driver's share
+ * @bounced: bytes of swiotlb bounce slots its mapping holds, counted in
+ *	&edu_accel_device.bounced_bytes until the mapping goes
  * @import_buf: an imported dma-buf (referenced): the BO is another exporter's memory, it
  *	has no @pages, and its DMA mapping is @attach's
  * @attach: the import's attachment to this device, until the BO is freed or the device is
@@ -78,6 +80,7 @@ struct edu_bo {
 	void *vaddr;
 	bool readonly_map;
 	unsigned long zone_dma_pages;
+	u64 bounced;
 	struct dma_buf *import_buf;
 	struct dma_buf_attachment *attach;
 };

@@ -817,6 +817,47 @@ TEST_F(BoTest, CreatedBosTakeABoundedShareOfZoneDma) {
   gem_close(fd(), h);
 }
 
+uint64_t read_u64(const std::string& path) {
+  std::ifstream in(path);
+  uint64_t v = 0;
+  in >> v;
+  return v;
+}
+
+// Without an IOMMU a bounced mapping holds its swiotlb slots while the BO lives, and the pool
+// (64 MiB, 2 KiB slots) is every device's: one device's BOs may hold max_bounce_pct of it, so
+// that registering memory cannot deny other drivers' DMA. Before the bound, 1 MiB BOs were
+// mapped until swiotlb itself ran out ("swiotlb buffer is full").
+TEST_F(BoTest, BouncedMappingsTakeABoundedShareOfTheBouncePool) {
+  if (iommu() || !bouncing()) GTEST_SKIP() << "needs bouncing mappings without an IOMMU (config bounce)";
+  const std::string tlb = "/sys/kernel/debug/swiotlb/";
+  const uint64_t slots = read_u64(tlb + "io_tlb_nslabs"), slot = 2048;
+  const uint64_t pct = read_u64("/sys/module/edu_accel/parameters/max_bounce_pct");
+  ASSERT_GT(slots, 0u) << tlb << " unreadable";
+  const uint64_t used_before = read_u64(tlb + "io_tlb_used");
+  std::vector<uint32_t> handles;
+  int err = 0;
+  for (uint64_t i = 0; i < slots * slot / kMiB + 8 && !err; ++i) {
+    uint32_t h = 0;
+    err = bo_create(fd(), kMiB, &h);
+    if (!err) handles.push_back(h);
+  }
+  const uint64_t used = read_u64(tlb + "io_tlb_used");
+  std::printf("swiotlb: %llu of %llu slots used before, %llu with %zu MiB of BOs (share %llu%%), then %s\n",
+              static_cast<unsigned long long>(used_before), static_cast<unsigned long long>(slots),
+              static_cast<unsigned long long>(used), handles.size(), static_cast<unsigned long long>(pct),
+              err ? strerror(err) : "no refusal");
+  EXPECT_EQ(err, ENOMEM) << "the whole pool's worth of BOs was mapped";
+  EXPECT_LE((used - used_before) * slot, slots * slot * pct / 100) << "the device holds more than its share";
+  EXPECT_GE((slots - used) * slot, slots * slot * (100 - pct) / 100 - 2 * kMiB)
+      << "other devices' DMA is left less than the rest of the pool";
+  for (auto h : handles) gem_close(fd(), h);
+  EXPECT_EQ(read_u64(tlb + "io_tlb_used"), used_before) << "closed BOs kept their bounce slots";
+  uint32_t h = 0;
+  ASSERT_EQ(bo_create(fd(), kMiB, &h), 0) << "the share did not come back";
+  gem_close(fd(), h);
+}
+
 // BO_CREATE takes blocks of up to 64 KiB: single pages come back from the allocator in falling
 // physical order and never merge, which made a 1 MiB BO 256 SG entries and, without an IOMMU,
 // 256 DMA segments (each boundary costs the engine a transfer more). The test VMs' memory is

@@ -74,11 +74,20 @@ class JobTest : public ::testing::Test {
   void TearDown() override {
     for (auto& [p, n] : maps_) munmap(p, n);
     fd_.reset();
-    // The file is gone, but its last jobs may still be draining: pins must return.
+    // The file is gone, but its last jobs may still be draining: pins must return, and so
+    // must the device's memory (under bouncing its BOs hold a bounded share of swiotlb, which
+    // a test's 32 MiB held by a dying job would deny to the next test).
     for (int i = 0; i < 600 && pins_outstanding() != pins_before_; ++i) usleep(100000);
     EXPECT_EQ(pins_outstanding(), pins_before_);
+    for (int i = 0; i < 600 && device_pinned_bytes() != 0; ++i) usleep(100000);
+    EXPECT_EQ(device_pinned_bytes(), 0u) << "BOs of the closed file still allocated";
   }
   int fd() const { return fd_->get(); }
+  uint64_t device_pinned_bytes() const {
+    auto text = hostrt::detail::read_text(node_.debugfs + "/state");
+    auto v = text ? hostrt::detail::field(*text, "pinned_bytes") : std::nullopt;
+    return v ? std::stoull(*v) : ~0ull;
+  }
 
   uint32_t make_queue() {
     drm_edu_accel_queue_create q;

@@ -134,7 +134,8 @@ struct drm_edu_accel_get_param {
  * there. MADV_DONTNEED on a mapping is harmless: the next touch maps the same page again.
  *
  * Errors: -EINVAL (@size 0 or above MAX_BO_SIZE, nonzero @flags), -ENOMEM (no memory the
- * device can reach, or past RLIMIT_MEMLOCK), -EPERM (RLIMIT_MEMLOCK is zero), -EINTR
+ * device can reach, past RLIMIT_MEMLOCK, or past the device's share of the bounce pool: see
+ * &struct drm_edu_accel_bo_userptr), -EPERM (RLIMIT_MEMLOCK is zero), -EINTR
  * (a fatal signal while allocating), -ENODEV.
  */
 struct drm_edu_accel_bo_create {
@@ -158,6 +159,10 @@ struct drm_edu_accel_bo_create {
  *
  * The pages covering the range are pinned (FOLL_LONGTERM) and charged to RLIMIT_MEMLOCK
  * unless the caller has CAP_IPC_LOCK: -ENOMEM past the limit, -EPERM when the limit is zero.
+ * -ENOMEM also when the mapping would bounce (no IOMMU, swiotlb=force or a confidential
+ * guest) and the device's BOs already hold their share of the bounce pool (module parameter
+ * max_bounce_pct, half by default): the pool serves every device's DMA. It comes back as BOs
+ * are freed, once no job uses them. Imported dma-bufs count too.
  * The charge is the user's (what all of the user's processes have pinned through this driver
  * counts against the caller's limit), as io_uring's registered buffers are.
  * Offsets in copy operations on this BO count from @user_ptr, not from its page.
