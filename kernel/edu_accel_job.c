@@ -32,13 +32,17 @@
 #include "edu_accel_trace.h"
 
 /*
- * Jobs the engine may hold at once: enough that the next one is always ready. Two would do
- * for that and would bound how long a HIGH queue waits, but then more jobs wait in their
- * entities when a process is killed, and 6.1's drm_sched_entity_kill_jobs() leaks a
- * reference to the entity's last scheduled fence (and its hardware fence) whenever that
- * fence has already signalled: make stress's kill part leaked 26 such fences (kmemleak).
+ * Jobs the engine may hold at once: the running one and the next, which the interrupt path
+ * starts as the first ends, so the engine never idles between jobs. Priorities order only
+ * the jobs not yet handed over and nothing preempts the engine, so every job held here is
+ * one a HIGH queue's job waits for: keep it at that. (Queues of an exiting process are
+ * drained rather than killed, edu_queue_drain(): with more jobs waiting in entities, 6.1's
+ * kill path leaked fences.)
  */
-#define EDU_SCHED_CREDITS	8
+#define EDU_SCHED_CREDITS	2
+
+/* How long an exiting process's queue may take to hand its cancelled jobs over. */
+#define EDU_DRAIN_TIMEOUT	(10 * HZ)
 
 static unsigned int job_timeout_ms = 5000;
 module_param(job_timeout_ms, uint, 0444);
@@ -130,6 +134,8 @@ static struct dma_fence *edu_sched_run_job(struct drm_sched_job *sched_job)
 	 */
 	if (sched_job->s_fence->finished.error)
 		job->error = sched_job->s_fence->finished.error;
+	else if (READ_ONCE(job->queue->cancel))
+		job->error = -ESRCH;
 	/* After unplug the registers are gone: complete without touching them. */
 	if (!drm_dev_enter(&edev->drm, &idx)) {
 		job->error = -ENODEV;
@@ -494,9 +500,39 @@ static struct edu_queue *edu_queue_kill_locked(struct edu_file *ef, struct edu_q
 	return q;
 }
 
+static bool edu_queue_idle(struct edu_queue *q)
+{
+	rmb();	/* as drm_sched's own idle check: the count is read without a lock */
+	return !spsc_queue_count(&q->entity.job_queue);
+}
+
+/*
+ * What drm_sched_entity_destroy() would kill (an exiting process's jobs not yet handed over:
+ * at once after SIGKILL, after a second otherwise, or a close interrupted by a fatal signal)
+ * is instead handed over and failed with -ESRCH by run_job, no DMA done. 6.1's
+ * drm_sched_entity_kill_jobs() takes a reference to the entity's last scheduled fence for
+ * each job it kills and drops none of them when that fence has already signalled: kmemleak
+ * found such fences after every kill storm. Only a job whose in-fence never signals keeps
+ * the entity busy past EDU_DRAIN_TIMEOUT and is left to the kill path.
+ */
+static void edu_queue_drain(struct edu_queue *q)
+{
+	wait_queue_head_t *wq = &q->edev->sched.job_scheduled;
+
+	if (!(current->flags & PF_EXITING))
+		wait_event_killable(*wq, edu_queue_idle(q));
+	else if (current->exit_code != SIGKILL)
+		wait_event_timeout(*wq, edu_queue_idle(q), HZ);
+	if (edu_queue_idle(q))
+		return;
+	WRITE_ONCE(q->cancel, true);
+	wait_event_timeout(*wq, edu_queue_idle(q), EDU_DRAIN_TIMEOUT);
+}
+
 /* Sleeps until the entity's jobs reached the engine: never under the file's lock. */
 static void edu_queue_destroy(struct edu_queue *q)
 {
+	edu_queue_drain(q);
 	drm_sched_entity_destroy(&q->entity);
 	edu_queue_put(q);
 }

@@ -65,6 +65,8 @@ struct edu_file {
  * @slot_freed: bit 0: the id and slot went back to the file (once)
  * @dead: destroyed (under the file's lock and @submit_lock): lookups fail, and a submit that
  *	raced with the destroy must not reach the entity
+ * @cancel: its exiting process's jobs not yet handed over fail at run_job (-ESRCH) instead of
+ *	being killed in their entity (edu_queue_drain())
  */
 struct edu_queue {
 	struct kref ref;
@@ -80,6 +82,7 @@ struct edu_queue {
 	atomic_t pending;
 	unsigned long slot_freed;
 	bool dead;
+	bool cancel;
 };
 
 /**

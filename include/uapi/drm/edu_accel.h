@@ -269,7 +269,8 @@ struct drm_edu_accel_file_status {
  *	CAP_SYS_NICE.
  *
  * Priority orders jobs that are ready (in-syncs signalled) and not yet on the engine; the
- * engine never preempts a running job. Queues of equal priority take turns.
+ * engine never preempts a running job and holds at most one more behind it, so a HIGH job
+ * waits for at most two jobs already handed over. Queues of equal priority take turns.
  */
 enum drm_edu_accel_queue_priority {
 	DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL = 0,
