@@ -88,8 +88,7 @@ TEST_P(Portable, RegisteredRangesAreRegisteredOnTheOtherDeviceReadOnlyIncluded) 
   ro.reset();
   // The driver drops a finished job's BO references when its scheduler frees the job, shortly
   // after the fence: the last copy's view may be released a moment after synchronize.
-  EXPECT_EQ(settled_pinned_bytes(d1(), before), before)
-      << "device 1's registration goes with the buffer";
+  EXPECT_EQ(settled_pinned_bytes(d1(), before), before) << "device 1's registration goes with the buffer";
 }
 
 TEST_P(Portable, TheOtherDevicesQueuedCopyOutlivesTheFree) {
