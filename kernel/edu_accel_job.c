@@ -35,14 +35,13 @@
  * Jobs the engine may hold at once: the running one and the next, which the interrupt path
  * starts as the first ends, so the engine never idles between jobs. Priorities order only
  * the jobs not yet handed over and nothing preempts the engine, so every job held here is
- * one a HIGH queue's job waits for: keep it at that. (Queues of an exiting process are
- * drained rather than killed, edu_queue_drain(): with more jobs waiting in entities, 6.1's
- * kill path leaked fences.)
+ * one a HIGH queue's job waits for: keep it at that. (More jobs then wait in entities when
+ * a process dies: edu_queue_drain() keeps 6.1's kill path from leaking their fences.)
  */
 #define EDU_SCHED_CREDITS	2
 
 /* How long an exiting process's queue may take to hand its cancelled jobs over. */
-#define EDU_DRAIN_TIMEOUT	(10 * HZ)
+#define EDU_DRAIN_TIMEOUT	(60 * HZ)
 
 static unsigned int job_timeout_ms = 5000;
 module_param(job_timeout_ms, uint, 0444);
@@ -507,21 +506,58 @@ static bool edu_queue_idle(struct edu_queue *q)
 }
 
 /*
- * What drm_sched_entity_destroy() would kill (an exiting process's jobs not yet handed over:
- * at once after SIGKILL, after a second otherwise, or a close interrupted by a fatal signal)
- * is instead handed over and failed with -ESRCH by run_job, no DMA done. 6.1's
- * drm_sched_entity_kill_jobs() takes a reference to the entity's last scheduled fence for
- * each job it kills and drops none of them when that fence has already signalled: kmemleak
- * found such fences after every kill storm. Only a job whose in-fence never signals keeps
- * the entity busy past EDU_DRAIN_TIMEOUT and is left to the kill path.
+ * 6.1's drm_sched_entity_kill_jobs() takes a reference to the entity's last scheduled fence
+ * for each job it kills and drops none of them when that fence has already signalled
+ * (kmemleak found such fences after every kill storm). Killed jobs only have to end after
+ * that fence: once it has signalled and nothing can pop a job any more, the entity forgets
+ * it, and the kill path ends the jobs at once without taking a reference. Only for an entity
+ * drm_sched_entity_flush() stopped (its last user was killed): nothing picks its jobs, and
+ * once a pick already under way has ended (entity_idle) its last scheduled fence is stable.
+ */
+static bool edu_entity_forget_last_scheduled(struct drm_sched_entity *entity)
+{
+	struct dma_fence *last;
+	bool stopped;
+
+	spin_lock(&entity->rq_lock);
+	stopped = entity->stopped;
+	spin_unlock(&entity->rq_lock);
+	if (!stopped)
+		return false;
+	/* A single-count completion: given back for drm_sched_entity_fini()'s own wait. */
+	wait_for_completion(&entity->entity_idle);
+	complete(&entity->entity_idle);
+	last = entity->last_scheduled;
+	if (last) {
+		dma_fence_wait(last, false);	/* on the engine: ends, or fails with the device */
+		entity->last_scheduled = NULL;
+		dma_fence_put(last);
+	}
+	return true;
+}
+
+/*
+ * Jobs not yet handed over when their queue goes. A killed process's are ended by the kill
+ * path, made leak-free above. Otherwise drm_sched_entity_destroy() waits for them to be handed
+ * over (a close), or a second (an exit), and kills what is left, with that leak: so an exit,
+ * or a close interrupted by a fatal signal, marks the queue cancelled instead (run_job fails
+ * its jobs with -ESRCH, no DMA done) and waits for them to pass. Only a job whose in-fence
+ * never signals keeps the entity busy past EDU_DRAIN_TIMEOUT and is left to the kill path.
  */
 static void edu_queue_drain(struct edu_queue *q)
 {
 	wait_queue_head_t *wq = &q->edev->sched.job_scheduled;
 
+	if (edu_queue_idle(q))
+		return;
+	if ((current->flags & PF_EXITING) && current->exit_code == SIGKILL) {
+		drm_sched_entity_flush(&q->entity, 0);
+		if (edu_entity_forget_last_scheduled(&q->entity))
+			return;
+	}
 	if (!(current->flags & PF_EXITING))
 		wait_event_killable(*wq, edu_queue_idle(q));
-	else if (current->exit_code != SIGKILL)
+	else
 		wait_event_timeout(*wq, edu_queue_idle(q), HZ);
 	if (edu_queue_idle(q))
 		return;
@@ -780,6 +816,35 @@ static int edu_op_bo(struct drm_file *file, u32 handle, u64 off, u64 size, bool 
 	return 0;
 }
 
+/* Where an op's byte @sg_off of @bo is in its process (userptr BOs), or U64_MAX. */
+static u64 edu_op_user_addr(const struct edu_bo *bo, u64 sg_off)
+{
+	if (!(bo->flags & DRM_EDU_ACCEL_BO_INFO_USERPTR))
+		return U64_MAX;
+	return bo->user_ptr + (sg_off - bo->offset);
+}
+
+/*
+ * H2H stages through the device buffer chunk by chunk, front to back: a destination that
+ * starts inside the source, after its start, overwrites source bytes before they are loaded.
+ * Refused when the two ranges are one BO's, or one process's registered memory (two userptr
+ * BOs of the same pages); a copy to a lower address, or onto itself, comes out right.
+ */
+static bool edu_h2h_clobbers_source(const struct edu_op *op)
+{
+	u64 src = op->src_off, dst = op->dst_off;
+
+	if (op->src != op->dst) {
+		if (!op->src->mm || op->src->mm != op->dst->mm)
+			return false;
+		src = edu_op_user_addr(op->src, op->src_off);
+		dst = edu_op_user_addr(op->dst, op->dst_off);
+		if (src == U64_MAX || dst == U64_MAX)
+			return false;
+	}
+	return dst > src && dst - src < op->size;
+}
+
 static int edu_op_prepare(struct drm_file *file, const struct drm_edu_accel_copy_op *u,
 			  struct edu_op *op)
 {
@@ -807,8 +872,11 @@ static int edu_op_prepare(struct drm_file *file, const struct drm_edu_accel_copy
 				&op->src_off);
 		if (ret)
 			return ret;
-		return edu_op_bo(file, u->dst_handle, u->dst_offset, u->size, true, &op->dst,
-				 &op->dst_off);
+		ret = edu_op_bo(file, u->dst_handle, u->dst_offset, u->size, true, &op->dst,
+				&op->dst_off);
+		if (ret)
+			return ret;
+		return edu_h2h_clobbers_source(op) ? -EINVAL : 0;
 	default:
 		return -EINVAL;
 	}

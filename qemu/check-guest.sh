@@ -38,14 +38,9 @@ if [ "$(get done)" != 1 ]; then
 	last=$(tr -d '\r' < "$out/console.log" 2>/dev/null | grep -v '^\s*$' | tail -n 1)
 	problems+=("guest did not finish its run (last console line: ${last:-none})")
 fi
-# kmemleak (debug kernel): an unreferenced object allocated on a path through the driver. The
-# scan runs after the module is gone, so its frames show as bare module-space addresses
-# (0xffffffffa0000000 and up); edu_accel is the only module the guest loads. The frame's own
-# pointer may be printed hashed, "[<(____ptrval____)>]".
+# kmemleak (debug kernel): an unreferenced object allocated on a path through the driver.
 if [ -s "$out/kmemleak.txt" ]; then
-	nleak=$(awk '/^unreferenced object/ { obj = $0; hit = 0 }
-		/edu_|\[<[^>]*>\] 0xffffffff[a-f][0-9a-f]+$/ { if (!hit) { n++; hit = 1; if (!first) first = obj } }
-		END { print n + 0; if (first) print first }' "$out/kmemleak.txt")
+	nleak=$(awk -f "$(dirname "$0")/kmemleak-ours.awk" "$out/kmemleak.txt")
 	if [ "$(head -n1 <<<"$nleak")" != 0 ]; then
 		problems+=("kmemleak: $(head -n1 <<<"$nleak") leaked objects allocated through edu_accel, first: $(sed -n 2p <<<"$nleak" | tr -s ' ') (kmemleak.txt)")
 	fi

@@ -65,8 +65,7 @@ for run in "${runs[@]}"; do
 	[ -n "$acq" ] && [ -n "$rel" ] && [ "$acq" != "$rel" ] && lp=$((lp + acq - rel))
 	sum[leaked_pins]=$((sum[leaked_pins] + lp))
 	if [ -s "$out/kmemleak.txt" ]; then
-		lo=$(grep -c 'unreferenced object' "$out/kmemleak.txt")
-		grep -q 'edu_' "$out/kmemleak.txt" || lo=0
+		lo=$(awk -f "$src/qemu/kmemleak-ours.awk" "$out/kmemleak.txt" | head -n1)
 		sum[leaked_objects]=$((sum[leaked_objects] + lo))
 	fi
 	sum[wall_s]=$(( ${sum[wall_s]:-0} + $(cat "$out/wall_s" 2>/dev/null || echo 0) ))

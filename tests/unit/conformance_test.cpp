@@ -350,6 +350,28 @@ TEST_P(Conformance, HostToHostInEveryCombinationOfMemory) {
   EXPECT_EQ(first_diff(v2.data(), want.data(), n), -1);
 }
 
+// H2H stages front to back, chunk by chunk and job by job: a destination that starts inside
+// its source, after it, would overwrite source bytes before they are read. Refused (the
+// driver refuses such a job; hostrt the whole copy, which it may split into jobs or stage
+// through its ring); a copy to a lower address comes out as memmove() makes it.
+TEST_P(Conformance, OverlappingHostToHostCopiesAreRefusedUpwardAndRightDownward) {
+  Stream s = dev().create_stream();
+  const std::size_t n = 10000, shift = 100;
+  PinnedBuffer p = dev().host_alloc(n + shift);
+  auto* b = static_cast<unsigned char*>(p.data());
+  fill(b, n + shift, 8);
+  std::vector<unsigned char> want(b, b + n + shift);
+  EXPECT_THROW(s.memcpy_async(b + shift, b, n, CopyKind::H2H), InvalidArgument);
+  std::vector<unsigned char> v = want;
+  EXPECT_THROW(s.memcpy_async(v.data() + shift, v.data(), n, CopyKind::H2H), InvalidArgument)
+      << "pageable memory too";
+  EXPECT_EQ(first_diff(b, want.data(), n + shift), -1) << "a refused copy wrote";
+  s.memcpy_async(b, b + shift, n, CopyKind::H2H);
+  s.synchronize();
+  std::memmove(want.data(), want.data() + shift, n);
+  EXPECT_EQ(first_diff(b, want.data(), n + shift), -1) << "a copy down differs from memmove";
+}
+
 // One job carries at most max_job_bytes of device traffic (an H2H crosses the device twice):
 // a larger pinned copy goes as several jobs on the stream, and arrives whole.
 TEST_P(Conformance, ACopyAboveOneJobsBudgetGoesAsSeveralJobs) {

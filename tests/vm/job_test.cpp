@@ -1108,6 +1108,30 @@ TEST_F(JobTest, AKilledProcessesWaitingJobsAreDrainedNotLeaked) {
   for (int fd : {ready[0], ready[1], go[0], go[1]}) close(fd);
 }
 
+// H2H stages front to back through the device buffer, a chunk at a time: a destination that
+// starts inside its source, after it, would overwrite source bytes before they are loaded
+// (before the check, one BO's 3 chunks copied 100 bytes up came out wrong from the second
+// chunk on). It is refused; a copy to a lower address comes out as memmove() would make it.
+TEST_F(JobTest, OverlappingHostToHostCopiesAreRefusedOrCopiedRight) {
+  const uint64_t n = 3 * kChunk, shift = 100;
+  UserBo u = user_bo(n + shift, 61);
+  std::vector<uint8_t> before(u.mem.get(), u.mem.get() + n + shift);
+  auto up = op(DRM_EDU_ACCEL_OP_H2H, u.handle, 0, u.handle, shift, n);
+  EXPECT_EQ(submit(fd(), queue_, &up, 1, nullptr, 0, nullptr, 0), EINVAL) << "one BO, destination above";
+  // Two registrations of the same memory alias just the same.
+  uint32_t alias = 0;
+  ASSERT_EQ(bo_userptr(fd(), u.mem.get(), n + shift, 0, &alias), 0);
+  auto up2 = op(DRM_EDU_ACCEL_OP_H2H, u.handle, 0, alias, shift, n);
+  EXPECT_EQ(submit(fd(), queue_, &up2, 1, nullptr, 0, nullptr, 0), EINVAL) << "two BOs of one range";
+  EXPECT_EQ(std::memcmp(u.mem.get(), before.data(), n + shift), 0) << "a refused copy changed memory";
+
+  const uint32_t done = syncobj();
+  run(queue_, {op(DRM_EDU_ACCEL_OP_H2H, alias, shift, u.handle, 0, n)}, {}, {sync_point(done)});
+  ASSERT_TRUE(wait(done));
+  std::memmove(before.data(), before.data() + shift, n);
+  EXPECT_EQ(mismatches(u.mem.get(), before.data(), n + shift), 0u) << "a copy down differs from memmove";
+}
+
 TEST_F(JobTest, QueuesPerFileAreBounded) {
   const uint64_t max = param(fd(), DRM_EDU_ACCEL_PARAM_MAX_QUEUES);
   ASSERT_EQ(max, 63u);

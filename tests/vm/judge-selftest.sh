@@ -4,7 +4,9 @@
 # loaded in the `debug` configuration, once per bug. Each run must FAIL, naming the report:
 #   uaf   a read of freed slab memory    -> "BUG: KASAN: use-after-free"
 #   lock  two mutexes taken in both orders -> lockdep's "possible circular locking dependency"
-# A kernel built without KASAN or lockdep, or a judge that stops reading them, fails this.
+#   leak  an allocation lost by a module unloaded before the scan -> "kmemleak: 1 leaked"
+# A kernel built without KASAN, lockdep or kmemleak, or a judge that stops reading them, fails
+# this. (The judge once missed every leak: frames printed as "[<(____ptrval____)>] 0xffff...".)
 #
 # usage: tests/vm/judge-selftest.sh
 set -uo pipefail
@@ -22,7 +24,7 @@ passed=0 failed=0
 check() {
 	local bug=$1 want=$2 out=$build/vm/runs/debug-judge-$1 line
 	line=$("$src/qemu/run-vm.sh" --quiet --config debug --out "$out" --timeout "${VM_TIMEOUT:-600}" -- \
-		"insmod /host$mod/planted_bugs.ko bug=$bug" | grep '^VM-RESULT')
+		"insmod /host$mod/planted_bugs.ko bug=$bug && rmmod planted_bugs" | grep '^VM-RESULT')
 	echo "planted $bug: $line"
 	case "$line" in
 	"VM-RESULT debug FAIL "*"$want"*) passed=$((passed + 1)) ;;
@@ -31,5 +33,6 @@ check() {
 }
 check uaf "BUG: KASAN: use-after-free"
 check lock "possible circular locking dependency"
+check leak "kmemleak: 1 leaked"
 echo "judge self-test: $passed passed, $failed failed"
 [ $failed = 0 ]

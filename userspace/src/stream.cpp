@@ -164,6 +164,15 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
           "memcpy_async: unknown copy kind " + std::to_string(static_cast<int>(kind)));
   if (n == 0) return;
   EXPECTS(dst != nullptr && src != nullptr, "memcpy_async: null pointer");
+  // Host-to-host copies stage front to back, a chunk at a time and a job at a time (the
+  // driver sees one job, not the whole copy): a destination that starts inside the source,
+  // after it, would overwrite source bytes before they are read.
+  if (kind == CopyKind::H2H) {
+    const auto to = reinterpret_cast<std::uintptr_t>(dst), from = reinterpret_cast<std::uintptr_t>(src);
+    EXPECTS(!(to > from && to - from < n),
+            "memcpy_async: the destination starts inside the source, after it (host-to-host copies "
+            "run front to back: overlapping ranges copy only to a lower address)");
+  }
   const detail::trace::ApiSpan span(detail::trace::Api::Memcpy, s.id(), n, static_cast<std::uint64_t>(kind));
   CopyTrace traced(s.id(), dst, src, n, kind);
   const Capabilities& caps = dev->caps();

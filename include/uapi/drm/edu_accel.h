@@ -328,6 +328,10 @@ struct drm_edu_accel_queue_destroy {
  *	device buffer offset and @dst_offset + @size <= MAX_TRANSFER
  * @DRM_EDU_ACCEL_OP_D2H: device buffer -> BO range; @src_handle must be 0, likewise for @src_offset
  * @DRM_EDU_ACCEL_OP_H2H: BO range -> BO range of any size, staged through the device buffer
+ *	front to back, a chunk at a time. Overlapping ranges of one BO, or of two userptr BOs
+ *	of the same memory, copy as memmove() when the destination starts at or before the
+ *	source; one that starts inside the source, after it, is refused (-EINVAL): it would
+ *	overwrite source bytes before they are read.
  */
 enum drm_edu_accel_op_type {
 	DRM_EDU_ACCEL_OP_H2D = 1,
@@ -418,7 +422,9 @@ struct drm_edu_accel_obj_array {
  * Errors: -EINVAL (nonzero @flags/op flags/sync pad, no op or more than MAX_OPS, more than
  * MAX_SYNCS in- or out-syncs, a stride below the 2.0 element size or above 4096, unknown op
  * type, a handle where none belongs, a range
- * outside its BO or past MAX_TRANSFER on the device side, size 0), -ENOENT (unknown queue,
+ * outside its BO or past MAX_TRANSFER on the device side, size 0, an H2H op whose
+ * destination starts inside its source after the source's start: see %DRM_EDU_ACCEL_OP_H2H),
+ * -ENOENT (unknown queue,
  * BO handle or syncobj of this file), -EACCES (a write into a READONLY registration, or
  * a copy naming the completion page), -ESTALE (an invalidated userptr BO), -EFAULT (an
  * unreadable array), -E2BIG (nonzero bytes past the known part of an element, or over

@@ -10,7 +10,7 @@
 
 static char *bug = "none";
 module_param(bug, charp, 0444);
-MODULE_PARM_DESC(bug, "uaf: read freed memory; lock: take two mutexes in both orders");
+MODULE_PARM_DESC(bug, "uaf: read freed memory; lock: take two mutexes in both orders; leak: lose an allocation");
 
 static DEFINE_MUTEX(planted_a);
 static DEFINE_MUTEX(planted_b);
@@ -25,6 +25,21 @@ static noinline int planted_uaf(void)
 	kfree((void *)p);
 	c = p[8];
 	pr_info("planted_bugs: read %d from freed memory\n", c);
+	return 0;
+}
+
+/*
+ * Allocated and forgotten. The self test unloads the module before the guest's kmemleak scan,
+ * as the real runs unload edu_accel, so the report's frames are bare module addresses.
+ */
+static noinline int planted_leak(void)
+{
+	void *p = kmalloc(192, GFP_KERNEL);
+
+	if (!p)
+		return -ENOMEM;
+	memset(p, 0x5a, 192);
+	pr_info("planted_bugs: lost 192 bytes\n");
 	return 0;
 }
 
@@ -46,6 +61,8 @@ static int __init planted_init(void)
 {
 	if (!strcmp(bug, "uaf"))
 		return planted_uaf();
+	if (!strcmp(bug, "leak"))
+		return planted_leak();
 	if (!strcmp(bug, "lock")) {
 		planted_lock_inversion();
 		return 0;

@@ -398,6 +398,11 @@ std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyO
     if (dst && !in_range(op.dst_offset, op.size, dst->size))
       throw_errno(EINVAL, at + ": destination range past its BO");
     if (dst && dst->readonly) throw_errno(EACCES, at + ": destination BO is read-only");
+    if (src && dst) {  // as the driver: staged front to back, an upward overlap corrupts
+      const unsigned char *from = src->ptr + op.src_offset, *to = dst->ptr + op.dst_offset;
+      if (to > from && static_cast<std::uint64_t>(to - from) < op.size)
+        throw_errno(EINVAL, at + ": destination starts inside the source");
+    }
     traffic += op.type == DRM_EDU_ACCEL_OP_H2H ? 2 * op.size : op.size;
     job.ops.push_back(op);
     job.src.push_back(std::move(src));
