@@ -1110,8 +1110,8 @@ TEST_F(JobTest, AKilledProcessesWaitingJobsAreDrainedNotLeaked) {
 
 // H2H stages front to back through the device buffer, a chunk at a time: a destination that
 // starts inside its source, after it, would overwrite source bytes before they are loaded
-// (before the check, one BO's 3 chunks copied 100 bytes up came out wrong from the second
-// chunk on). It is refused; a copy to a lower address comes out as memmove() would make it.
+// (SUBMIT accepted both before the check). It is refused; a copy to a lower address comes out
+// as memmove() would make it.
 TEST_F(JobTest, OverlappingHostToHostCopiesAreRefusedOrCopiedRight) {
   const uint64_t n = 3 * kChunk, shift = 100;
   UserBo u = user_bo(n + shift, 61);
