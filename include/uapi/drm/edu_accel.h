@@ -9,8 +9,9 @@
  *  - "out" fields are written only on success;
  *  - a structure may grow at its end: the kernel zero-fills what an older binary did not pass
  *    (DRM's ioctl core copies min(user size, kernel size) and zeroes the rest);
- *  - every ioctl fails with -ENODEV once the device is gone (unbound, removed); jobs still
- *    queued then end with -ENODEV; closing the file releases everything.
+ *  - every ioctl fails with -ENODEV once the device is gone (unbound, removed), except
+ *    QUEUE_DESTROY and BO_WAIT, which release and wait and work as before; jobs still queued
+ *    then end with -ENODEV; closing the file releases everything.
  *
  * Device memory: edu's 4 KiB buffer is shared hardware, but no file can observe or alter
  * bytes another file put there. Before a job of one file moves a byte, the driver clears the
@@ -231,7 +232,7 @@ struct drm_edu_accel_bo_info {
  *
  * @completed: last sequence number whose job has finished (successfully or not)
  * @failed: last sequence number whose job failed, 0 if none
- * @error: negative errno of that failure (-ETIMEDOUT, -EIO, -ECANCELED ...)
+ * @error: negative errno of that failure (-ETIMEDOUT, -ECANCELED, -ENODEV, -ESRCH ...)
  * @pad: zero
  * @reserved: zero; keeps slots 64 bytes apart
  *
@@ -315,7 +316,8 @@ struct drm_edu_accel_queue_create {
  * It may sleep until the queue's jobs have reached the engine (not until they end), without
  * holding up the device's removal.
  *
- * Errors: -EINVAL (nonzero @pad), -ENOENT (no such queue, or already destroyed), -ENODEV.
+ * Errors: -EINVAL (nonzero @pad), -ENOENT (no such queue, or already destroyed). It works
+ * after the device is gone too (its jobs have then ended with -ENODEV).
  */
 struct drm_edu_accel_queue_destroy {
 	__u32 queue;
@@ -479,7 +481,8 @@ struct drm_edu_accel_submit {
  * wait for a queue's work with its syncobjs.
  *
  * Errors: -ETIME (the deadline passed first), -EINVAL (unknown flag), -ENOENT (unknown
- * handle), -ERESTARTSYS (a signal), -ENODEV.
+ * handle), -ERESTARTSYS (a signal). After the device is gone it still waits: its jobs' fences
+ * have signalled with -ENODEV, other drivers' may still be pending.
  */
 struct drm_edu_accel_bo_wait {
 	__u32 handle;
