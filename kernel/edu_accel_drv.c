@@ -105,40 +105,65 @@ static int edu_ioctl_get_param(struct drm_device *drm, void *data, struct drm_fi
 	return 0;
 }
 
-/* Every ioctl fails with -ENODEV once the device is unplugged. */
-#define EDU_IOCTL(name, fn) \
-	DRM_IOCTL_DEF_DRV(EDU_ACCEL_##name, edu_guarded_##fn, DRM_RENDER_ALLOW)
-#define EDU_GUARDED(fn) \
-static int edu_guarded_##fn(struct drm_device *drm, void *data, struct drm_file *file) \
-{ \
-	int idx, ret; \
-	if (!drm_dev_enter(drm, &idx)) \
-		return -ENODEV; \
-	ret = fn(drm, data, file); \
-	drm_dev_exit(idx); \
-	return ret; \
+/*
+ * Every ioctl but QUEUE_DESTROY and BO_WAIT fails with -ENODEV once the device is unplugged
+ * (the uapi's promise): these run inside drm_dev_enter() from start to end.
+ */
+static int edu_ioctl_entered(struct drm_device *drm, void *data, struct drm_file *file,
+			     drm_ioctl_t *fn)
+{
+	int idx, ret;
+
+	if (!drm_dev_enter(drm, &idx))
+		return -ENODEV;
+	ret = fn(drm, data, file);
+	drm_dev_exit(idx);
+	return ret;
 }
 
-EDU_GUARDED(edu_ioctl_get_param)
-EDU_GUARDED(edu_ioctl_bo_create)
-EDU_GUARDED(edu_ioctl_bo_userptr)
-EDU_GUARDED(edu_ioctl_bo_info)
-EDU_GUARDED(edu_ioctl_queue_create)
-EDU_GUARDED(edu_ioctl_submit)
+static int edu_entered_get_param(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	return edu_ioctl_entered(drm, data, file, edu_ioctl_get_param);
+}
+
+static int edu_entered_bo_create(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	return edu_ioctl_entered(drm, data, file, edu_ioctl_bo_create);
+}
+
+static int edu_entered_bo_userptr(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	return edu_ioctl_entered(drm, data, file, edu_ioctl_bo_userptr);
+}
+
+static int edu_entered_bo_info(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	return edu_ioctl_entered(drm, data, file, edu_ioctl_bo_info);
+}
+
+static int edu_entered_queue_create(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	return edu_ioctl_entered(drm, data, file, edu_ioctl_queue_create);
+}
+
+static int edu_entered_submit(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	return edu_ioctl_entered(drm, data, file, edu_ioctl_submit);
+}
 
 static const struct drm_ioctl_desc edu_accel_ioctls[] = {
-	EDU_IOCTL(GET_PARAM, edu_ioctl_get_param),
-	EDU_IOCTL(BO_CREATE, edu_ioctl_bo_create),
-	EDU_IOCTL(BO_USERPTR, edu_ioctl_bo_userptr),
-	EDU_IOCTL(BO_INFO, edu_ioctl_bo_info),
-	EDU_IOCTL(QUEUE_CREATE, edu_ioctl_queue_create),
+	DRM_IOCTL_DEF_DRV(EDU_ACCEL_GET_PARAM, edu_entered_get_param, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(EDU_ACCEL_BO_CREATE, edu_entered_bo_create, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(EDU_ACCEL_BO_USERPTR, edu_entered_bo_userptr, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(EDU_ACCEL_BO_INFO, edu_entered_bo_info, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(EDU_ACCEL_QUEUE_CREATE, edu_entered_queue_create, DRM_RENDER_ALLOW),
 	/*
-	 * Not guarded: it touches no register, and it may sleep until the queue's jobs reached
+	 * Not entered: it touches no register, and it may sleep until the queue's jobs reached
 	 * the engine, which must not hold up drm_dev_unplug().
 	 */
 	DRM_IOCTL_DEF_DRV(EDU_ACCEL_QUEUE_DESTROY, edu_ioctl_queue_destroy, DRM_RENDER_ALLOW),
-	EDU_IOCTL(SUBMIT, edu_ioctl_submit),
-	/* Not guarded either: it only waits, possibly for another driver's work. */
+	DRM_IOCTL_DEF_DRV(EDU_ACCEL_SUBMIT, edu_entered_submit, DRM_RENDER_ALLOW),
+	/* Not entered either: it only waits, possibly for another driver's work. */
 	DRM_IOCTL_DEF_DRV(EDU_ACCEL_BO_WAIT, edu_ioctl_bo_wait, DRM_RENDER_ALLOW),
 };
 
