@@ -12,7 +12,7 @@
  * silently truncates addresses it cannot reach.
  *
  * Mappings are made with DMA_ATTR_SKIP_CPU_SYNC: ownership passes to the device and back
- * around each job (edu_accel_job.c), for the ranges the job uses.
+ * around each job (edu_accel_sched.c), for the ranges the job uses.
  */
 #include <drm/drm_drv.h>
 #include <drm/drm_file.h>

@@ -295,6 +295,8 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
 u64 edu_max_job_bytes(void);
 
 void edu_queue_job_retired(struct edu_queue *q);
+void edu_queue_put(struct edu_queue *q);
+void edu_job_free(struct edu_job *job);
 struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle);
 void edu_file_handle_closed(struct drm_file *file, struct edu_bo *bo);
 void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job);
