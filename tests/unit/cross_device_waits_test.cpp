@@ -77,6 +77,45 @@ TEST_P(CrossDeviceWait, AFreeAfterAWaitAlsoWaitsForTheOtherDevice) {
   pool.deallocate(q, s1);
 }
 
+// More of another device's streams than one job may name in-syncs (MAX_SYNCS): the waits
+// beyond it are host-waits, which must use each waited stream's own device (its file's
+// syncobjs; this device's file knows none of them). The producers are held (Emulated) or
+// behind a copy through the device (Drm) while the consumer submits.
+TEST_P(CrossDeviceWait, EventsOfMoreOfAnotherDevicesStreamsThanOneJobMayNameAreAllWaitedFor) {
+  const unsigned max = d0().capabilities().max_syncs;
+  ASSERT_LE(max + 4, d1().capabilities().max_queues - 1) << "too few queues for the test";
+  detail::EmulatedBackend* emu1 = detail::emulated_backend(d1());
+  PinnedBuffer a = d1().host_alloc(4096), b = d1().host_alloc(4096);
+  std::vector<Stream> producers;
+  std::vector<Event> events(max + 4);
+  for (auto& e : events) {
+    Stream& p = producers.emplace_back(d1().create_stream());
+    if (emu1) emu1->hold_queue(p.core()->queue_id(), true);
+    p.memcpy_async(b.data(), a.data(), 4096, CopyKind::H2H);
+    e.record(p);
+  }
+  Stream consumer = d0().create_stream();
+  for (auto& e : events) consumer.wait(e);
+  std::thread releaser([&] {  // the consumer's submit host-waits for some of them
+    if (!emu1) return;
+    emu1->wait_until_stalled();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (auto& p : producers) emu1->hold_queue(p.core()->queue_id(), false);
+  });
+  const std::size_t n = 1000;
+  PinnedBuffer in = d0().host_alloc(n), out = d0().host_alloc(n);
+  fill(in.data(), n, 5);
+  EXPECT_NO_THROW({
+    consumer.memcpy_async(DevicePtr(0), in.data(), n);
+    consumer.memcpy_async(out.data(), DevicePtr(0), n);
+    consumer.synchronize();
+  });
+  releaser.join();
+  EXPECT_EQ(first_diff(out.data(), in.data(), n), -1);
+  for (std::size_t i = 0; i < events.size(); ++i)
+    EXPECT_TRUE(events[i].query()) << "the consumer ran before device 1's event " << i;
+}
+
 // The waited device closed (hrtDeviceReset) after the wait was queued: its queued work still
 // runs and is still waited for, and the waiting stream goes on working (before: every later
 // submit of the stream failed with DeviceLost, the wait staying queued).
