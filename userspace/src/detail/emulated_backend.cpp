@@ -80,8 +80,8 @@ EmulatedBackend::EmulatedBackend(std::size_t index) : index_(index), slot_used_(
 EmulatedBackend::~EmulatedBackend() {
   {
     // Relays end when the other devices' points are reached; jobs here may wait for them.
-    std::lock_guard lk(relays_m_);
-    for (Relay& r : relays_) r.thread.join();
+    std::unique_lock lk(relays_m_);
+    relays_cv_.wait(lk, [&] { return relays_active_ == 0; });
   }
   {
     std::unique_lock lk(m_);
@@ -317,28 +317,33 @@ SyncPoint EmulatedBackend::import_point(DeviceBackend& other, std::uint32_t time
     std::lock_guard lk(m_);
     tl = timelines_.at(h);
   }
-  std::lock_guard lk(relays_m_);
-  std::erase_if(relays_, [](Relay& r) {
-    if (!r.done->load(std::memory_order_acquire)) return false;
-    r.thread.join();
-    return true;
-  });
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  relays_.reserve(relays_.size() + 1);
-  relays_.push_back({std::thread([this, &other, timeline, point, tl, done, keep = std::move(keep)] {
-                       try {
-                         other.wait_timeline(timeline, point);
-                       } catch (...) {  // the point's syncobj is gone: its work is too
-                       }
-                       {
-                         std::lock_guard l(m_);
-                         tl->value = std::max<std::uint64_t>(tl->value, 1);
-                       }
-                       work_cv_.notify_all();
-                       done_cv_.notify_all();
-                       done->store(true, std::memory_order_release);
-                     }),
-                     done});
+  {
+    std::lock_guard lk(relays_m_);
+    ++relays_active_;
+  }
+  try {
+    std::thread([this, &other, timeline, point, tl, keep = std::move(keep)]() mutable {
+      try {
+        other.wait_timeline(timeline, point);
+      } catch (...) {  // the point's syncobj is gone: its work is too
+      }
+      {
+        std::lock_guard l(m_);
+        tl->value = std::max<std::uint64_t>(tl->value, 1);
+      }
+      work_cv_.notify_all();
+      done_cv_.notify_all();
+      tl.reset();
+      keep.reset();  // the waited stream, and its device, before this backend may go
+      std::lock_guard l(relays_m_);
+      --relays_active_;
+      relays_cv_.notify_all();  // under the lock: the destructor cannot return before it
+    }).detach();
+  } catch (...) {
+    std::lock_guard lk(relays_m_);
+    --relays_active_;
+    throw;
+  }
   return {h, 0, 1};
 }
 

@@ -121,12 +121,11 @@ class EmulatedBackend final : public DeviceBackend {
   Completion* page_ = nullptr;                           // kMaxQueues slots, written by the engine only
   unsigned char device_buffer_[kDeviceBufferSize] = {};  // touched by the engine thread only
   std::thread engine_;
-  struct Relay {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
+  // Relay threads (import_point) are detached: a device that is never closed (the C API's
+  // live until exit) must not leave finished threads unjoined. The destructor waits for them.
   std::mutex relays_m_;  // never taken under m_
-  std::vector<Relay> relays_;
+  std::condition_variable relays_cv_;
+  unsigned relays_active_ = 0;  // under relays_m_
 };
 
 // The emulated backend behind a Device, or nullptr for a Drm device (for tests).
