@@ -89,7 +89,11 @@ static int queues_show(struct seq_file *m, void *unused)
 	struct edu_accel_device *edev = m->private;
 	struct drm_file *file;
 
-	static const char * const prio[] = { "normal", "low", "high" };
+	static const char * const prio[] = {
+		[DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW] = "low",
+		[DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL] = "normal",
+		[DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH] = "high",
+	};
 
 	seq_puts(m, "client queue  submitted  completed     failed error priority\n");
 	mutex_lock(&edev->drm.filelist_mutex);

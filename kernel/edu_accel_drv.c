@@ -49,7 +49,6 @@ static int edu_ioctl_get_param(struct drm_device *drm, void *data, struct drm_fi
 	struct drm_edu_accel_get_param *args = data;
 	struct edu_accel_device *edev = to_edu(drm);
 	struct edu_client *client = edu_file_client(file);
-	u32 handle;
 
 	if (args->pad)
 		return -EINVAL;
@@ -90,13 +89,10 @@ static int edu_ioctl_get_param(struct drm_device *drm, void *data, struct drm_fi
 	case DRM_EDU_ACCEL_PARAM_PINNED_BYTES:
 		args->value = atomic64_read(&client->pinned_bytes);
 		break;
-	case DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE: {
-		struct edu_bo *page = edu_file_status_page(file, &handle);
+	case DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET: {
+		struct edu_file *ef = file->driver_priv;
 
-		if (IS_ERR(page))
-			return PTR_ERR(page);
-		drm_gem_object_put(&page->base);
-		args->value = handle;
+		args->value = drm_vma_node_offset_addr(&ef->completion->base.vma_node);
 		break;
 	}
 	default:

@@ -417,17 +417,8 @@ const struct vm_operations_struct edu_bo_vm_ops = {
 	.close = drm_gem_vm_close,
 };
 
-static void edu_bo_close(struct drm_gem_object *obj, struct drm_file *file)
-{
-	struct edu_bo *bo = to_edu_bo(obj);
-
-	if (bo->readonly_map)	/* only the completion page has one */
-		edu_file_handle_closed(file, bo);
-}
-
 static const struct drm_gem_object_funcs edu_bo_funcs = {
 	.free = edu_bo_free,
-	.close = edu_bo_close,
 	.mmap = edu_bo_mmap,
 	.vm_ops = &edu_bo_vm_ops,
 	.export = edu_bo_export,
@@ -696,6 +687,9 @@ int edu_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *fil
 
 	if (args->flags)
 		return -EINVAL;
+	/* As BO_USERPTR: a zero limit means no pinned memory at all, not "too much". */
+	if (!can_do_mlock())
+		return -EPERM;
 	bo = edu_bo_create(to_edu(drm), edu_file_client(file), args->size, false);
 	if (IS_ERR(bo))
 		return PTR_ERR(bo);
@@ -896,9 +890,7 @@ int edu_ioctl_bo_userptr(struct drm_device *drm, void *data, struct drm_file *fi
 		return -EFAULT;
 	if (!can_do_mlock())
 		return -EPERM;
-	status = edu_file_status_page(file, NULL);
-	if (IS_ERR(status))
-		return PTR_ERR(status);
+	status = edu_file_status_page(file);
 
 	start = args->user_ptr & PAGE_MASK;
 	end = PAGE_ALIGN(args->user_ptr + args->size);

@@ -27,14 +27,13 @@ struct edu_client;
  * struct edu_file - per open file state; outlives the file while its queues live
  * @ref: held by the open file and by each queue
  * @client: pin accounting, which may outlive the file too (referenced)
- * @lock: protects @queues changes and @completion creation
+ * @lock: protects @queues changes
  * @queues: queue id -> &struct edu_queue of the live queues
  * @slot_lock: protects @slots_busy (taken from the engine's interrupt path)
  * @slots_busy: bit id - 1: the id and its completion slot are taken, by a live queue or by a
  *	destroyed one whose jobs have not all ended (they still write the slot)
- * @completion: the page of completion slots, created with the first queue
- * @completion_handle: its GEM handle in this file; 0 once userspace closed that handle (a
- *	new one is made when it is asked for again: the old number may name another BO by then)
+ * @completion: the page of completion slots and file status, made at open; it has no GEM
+ *	handle (the file may map it: its mmap offset is allowed to the file alone)
  * @jobs: jobs submitted and not yet freed, bounded by the max_jobs_per_file parameter
  */
 struct edu_file {
@@ -45,7 +44,6 @@ struct edu_file {
 	spinlock_t slot_lock;
 	unsigned long slots_busy;
 	struct edu_bo *completion;
-	u32 completion_handle;
 	atomic_t jobs;
 };
 
@@ -58,7 +56,7 @@ struct edu_file {
  * @completion: page holding @slot; referenced so jobs may outlive the file
  * @slot: this queue's completion slot, written by the engine
  * @id: queue id within its file
- * @priority: DRM_EDU_ACCEL_QUEUE_PRIORITY_* it was created with
+ * @priority: DRM_EDU_ACCEL_QUEUE_PRIORITY_* it runs at (DEFAULT resolved to NORMAL)
  * @submit_lock: keeps sequence numbers in the order jobs reach the entity
  * @next_seqno: last sequence number handed out
  * @pending: jobs submitted that have not yet written their completion
@@ -297,8 +295,7 @@ u64 edu_max_job_bytes(void);
 void edu_queue_job_retired(struct edu_queue *q);
 void edu_queue_put(struct edu_queue *q);
 void edu_job_free(struct edu_job *job);
-struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle);
-void edu_file_handle_closed(struct drm_file *file, struct edu_bo *bo);
+struct edu_bo *edu_file_status_page(struct drm_file *file);
 void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job);
 void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job);
 bool edu_job_needs_sync(const struct edu_job *job);

@@ -94,9 +94,9 @@ static const struct dma_buf_ops edu_dmabuf_ops = {
  * @obj: the BO
  * @flags: the dma-buf file's flags (O_CLOEXEC, O_RDWR)
  *
- * The completion page is the driver's (-EINVAL); a READONLY userptr BO was pinned without
- * write access, which an importer's device could write through (-EACCES); an invalidated one
- * no longer holds its range's pages (-ESTALE). An import is its exporter's dma-buf again.
+ * A READONLY userptr BO was pinned without write access, which an importer's device could
+ * write through (-EACCES); an invalidated one no longer holds its range's pages (-ESTALE). An
+ * import is its exporter's dma-buf again. (The completion page has no handle to export.)
  *
  * Return: the dma-buf, or an ERR_PTR.
  */
@@ -117,8 +117,6 @@ struct dma_buf *edu_bo_export(struct drm_gem_object *obj, int flags)
 		get_dma_buf(bo->import_buf);
 		return bo->import_buf;
 	}
-	if (bo->readonly_map)
-		return ERR_PTR(-EINVAL);
 	if (bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY)
 		return ERR_PTR(-EACCES);
 	if (edu_bo_invalidated(bo))

@@ -39,8 +39,7 @@ static void edu_file_release(struct kref *ref)
 
 	WARN_ON(!xa_empty(&ef->queues));
 	xa_destroy(&ef->queues);
-	if (ef->completion)
-		drm_gem_object_put(&ef->completion->base);
+	drm_gem_object_put(&ef->completion->base);
 	mutex_destroy(&ef->lock);
 	edu_client_put(ef->client);
 	kfree(ef);
@@ -98,8 +97,36 @@ void edu_queue_job_retired(struct edu_queue *q)
 		edu_queue_free_slot(q);
 }
 
+/*
+ * The page of completion slots and file status. It has no GEM handle, so that GET_PARAM only
+ * reads and no handle number can go stale: the file alone is allowed its mmap offset.
+ */
+static struct edu_bo *edu_completion_page_create(struct drm_file *file, struct edu_client *client)
+{
+	struct drm_edu_accel_file_status *st;
+	struct edu_bo *bo;
+	int ret;
+
+	BUILD_BUG_ON(EDU_MAX_QUEUES * sizeof(struct drm_edu_accel_completion) >
+		     DRM_EDU_ACCEL_FILE_STATUS_OFFSET);
+	BUILD_BUG_ON(DRM_EDU_ACCEL_FILE_STATUS_OFFSET + sizeof(struct drm_edu_accel_file_status) >
+		     DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE);
+	BUILD_BUG_ON(DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE > PAGE_SIZE);
+	bo = edu_bo_create(to_edu(file->minor->dev), client, PAGE_SIZE, true);
+	if (IS_ERR(bo))
+		return bo;
+	st = bo->vaddr + DRM_EDU_ACCEL_FILE_STATUS_OFFSET;
+	st->layout = DRM_EDU_ACCEL_COMPLETION_LAYOUT;
+	ret = drm_vma_node_allow(&bo->base.vma_node, file);
+	if (ret) {
+		drm_gem_object_put(&bo->base);
+		return ERR_PTR(ret);
+	}
+	return bo;
+}
+
 /**
- * edu_file_open - per-file state
+ * edu_file_open - per-file state, with the file's completion page
  * @file: the new file
  * @client: its accounting (the file's reference passes to the state)
  *
@@ -111,6 +138,13 @@ int edu_file_open(struct drm_file *file, struct edu_client *client)
 
 	if (!ef)
 		return -ENOMEM;
+	ef->completion = edu_completion_page_create(file, client);
+	if (IS_ERR(ef->completion)) {
+		int ret = PTR_ERR(ef->completion);
+
+		kfree(ef);
+		return ret;
+	}
 	kref_init(&ef->ref);
 	ef->client = client;
 	mutex_init(&ef->lock);
@@ -237,89 +271,34 @@ void edu_file_close(struct drm_file *file)
 			break;
 		edu_queue_destroy(found);
 	}
+	drm_vma_node_revoke(&ef->completion->base.vma_node, file);
 	file->driver_priv = NULL;
 	edu_file_put(ef);
 }
 
+/**
+ * edu_file_status_page - the file's completion page, whose file status counts invalidations
+ * @file: the file
+ *
+ * Return: the page with a new reference.
+ */
+struct edu_bo *edu_file_status_page(struct drm_file *file)
+{
+	struct edu_file *ef = file->driver_priv;
+
+	drm_gem_object_get(&ef->completion->base);
+	return ef->completion;
+}
+
 /*
- * The page of completion slots, created (with a handle) by the file's first queue; with
- * @want_handle, a handle is made again if userspace closed the one it had.
+ * The scheduler run queue of a uapi priority, or -EINVAL / -EACCES; DEFAULT is resolved to
+ * NORMAL in place.
  */
-static int edu_file_completion(struct edu_accel_device *edev, struct drm_file *file,
-			       bool want_handle)
+static int edu_queue_priority(u32 *priority, enum drm_sched_priority *prio)
 {
-	struct edu_file *ef = file->driver_priv;
-	struct edu_bo *bo;
-	int ret;
-
-	lockdep_assert_held(&ef->lock);
-	if (ef->completion && (ef->completion_handle || !want_handle))
-		return 0;
-	if (ef->completion)	/* userspace closed its handle: a fresh one for the same page */
-		return drm_gem_handle_create(file, &ef->completion->base, &ef->completion_handle);
-	BUILD_BUG_ON(EDU_MAX_QUEUES * sizeof(struct drm_edu_accel_completion) >
-		     DRM_EDU_ACCEL_FILE_STATUS_OFFSET);
-	BUILD_BUG_ON(DRM_EDU_ACCEL_FILE_STATUS_OFFSET + sizeof(struct drm_edu_accel_file_status) >
-		     PAGE_SIZE);
-	bo = edu_bo_create(edev, ef->client, PAGE_SIZE, true);
-	if (IS_ERR(bo))
-		return PTR_ERR(bo);
-	ret = drm_gem_handle_create(file, &bo->base, &ef->completion_handle);
-	if (ret) {
-		drm_gem_object_put(&bo->base);
-		return ret;
-	}
-	ef->completion = bo;	/* the file's own reference, beside the handle's */
-	return 0;
-}
-
-/**
- * edu_file_status_page - the file's completion page, created if needed
- * @file: the file
- * @handle: out, its GEM handle in the file (may be NULL)
- *
- * Return: the page with a new reference, or an ERR_PTR.
- */
-struct edu_bo *edu_file_status_page(struct drm_file *file, u32 *handle)
-{
-	struct edu_file *ef = file->driver_priv;
-	struct edu_bo *bo;
-	int ret;
-
-	mutex_lock(&ef->lock);
-	ret = edu_file_completion(to_edu(file->minor->dev), file, handle != NULL);
-	bo = ret ? ERR_PTR(ret) : ef->completion;
-	if (!ret) {
-		drm_gem_object_get(&bo->base);
-		if (handle)
-			*handle = ef->completion_handle;
-	}
-	mutex_unlock(&ef->lock);
-	return bo;
-}
-
-/**
- * edu_file_handle_closed - a GEM handle of @file to @bo was closed (GEM_CLOSE, file close)
- * @file: the file
- * @bo: the BO the handle named
- *
- * The completion page has one handle per file; once it is closed its number is free for the
- * next BO, so it must not be reported again (GET_PARAM, QUEUE_CREATE).
- */
-void edu_file_handle_closed(struct drm_file *file, struct edu_bo *bo)
-{
-	struct edu_file *ef = file->driver_priv;
-
-	mutex_lock(&ef->lock);
-	if (ef->completion == bo)
-		ef->completion_handle = 0;
-	mutex_unlock(&ef->lock);
-}
-
-/* The scheduler run queue of a uapi priority, or -EINVAL / -EACCES. */
-static int edu_queue_priority(u32 priority, enum drm_sched_priority *prio)
-{
-	switch (priority) {
+	if (*priority == DRM_EDU_ACCEL_QUEUE_PRIORITY_DEFAULT)
+		*priority = DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL;
+	switch (*priority) {
 	case DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW:
 		*prio = DRM_SCHED_PRIORITY_MIN;
 		return 0;
@@ -344,13 +323,14 @@ int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *
 	struct edu_file *ef = file->driver_priv;
 	struct drm_gpu_scheduler *sched = &edev->sched;
 	enum drm_sched_priority prio;
+	u32 priority = args->priority;
 	struct edu_queue *q;
 	u32 id;
 	int ret;
 
-	if (args->flags || args->pad || args->reserved[0] || args->reserved[1])
+	if (args->flags || memchr_inv(args->reserved, 0, sizeof(args->reserved)))
 		return -EINVAL;
-	ret = edu_queue_priority(args->priority, &prio);
+	ret = edu_queue_priority(&priority, &prio);
 	if (ret)
 		return ret;
 	q = kzalloc(sizeof(*q), GFP_KERNEL_ACCOUNT);
@@ -359,16 +339,13 @@ int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *
 	kref_init(&q->ref);
 	q->edev = edev;
 	q->file = ef;
-	q->priority = args->priority;
+	q->priority = priority;
 	mutex_init(&q->submit_lock);
 	ret = drm_sched_entity_init(&q->entity, prio, &sched, 1, NULL);
 	if (ret)
 		goto free;
 
 	mutex_lock(&ef->lock);
-	ret = edu_file_completion(edev, file, true);
-	if (ret)
-		goto unlock;
 	spin_lock_irq(&ef->slot_lock);
 	id = find_first_zero_bit(&ef->slots_busy, EDU_MAX_QUEUES);
 	if (id < EDU_MAX_QUEUES)
@@ -393,7 +370,6 @@ int edu_ioctl_queue_create(struct drm_device *drm, void *data, struct drm_file *
 	q->slot = (struct drm_edu_accel_completion *)ef->completion->vaddr + (id - 1);
 	memset(q->slot, 0, sizeof(*q->slot));
 	args->queue = id;
-	args->completion_handle = ef->completion_handle;
 	args->completion_offset = (id - 1) * sizeof(struct drm_edu_accel_completion);
 	mutex_unlock(&ef->lock);
 	return 0;

@@ -35,7 +35,7 @@ MODULE_PARM_DESC(max_jobs_per_file,
 static unsigned int max_job_mib = 16;
 module_param(max_job_mib, uint, 0444);
 MODULE_PARM_DESC(max_job_mib,
-		 "Device traffic one job may carry, in MiB (H2H counts twice); SUBMIT fails with -E2BIG past it, so no job holds the one engine for long (default 16)");
+		 "Device traffic one job may carry, in MiB (H2H counts twice); SUBMIT fails with -EMSGSIZE past it, so no job holds the one engine for long (default 16)");
 
 /* Byte range [off, off + size) lies inside a span of @limit bytes. */
 static bool edu_range_ok(u64 off, u64 size, u64 limit)
@@ -55,8 +55,6 @@ static int edu_op_bo(struct drm_file *file, u32 handle, u64 off, u64 size, bool 
 		return -EINVAL;
 	if (write && (bo->flags & DRM_EDU_ACCEL_BO_INFO_READONLY))
 		return -EACCES;
-	if (bo->readonly_map)
-		return -EACCES;	/* the completion page is the driver's alone */
 	if (edu_bo_invalidated(bo))
 		return -ESTALE;	/* the range no longer holds these pages */
 	*sg_off = bo->offset + off;
@@ -190,7 +188,7 @@ static struct edu_job *edu_job_build(struct drm_file *file, const struct drm_edu
 		traffic += u.type == DRM_EDU_ACCEL_OP_H2H ? 2 * u.size : u.size;
 	}
 	if (traffic > edu_max_job_bytes()) {
-		ret = -E2BIG;
+		ret = -EMSGSIZE;
 		goto put;
 	}
 	return job;
@@ -198,6 +196,14 @@ static struct edu_job *edu_job_build(struct drm_file *file, const struct drm_edu
 put:
 	edu_job_free(job);
 	return ERR_PTR(ret);
+}
+
+/* Binary syncs carry no point, timeline syncs a nonzero one: a zero point is never a guess. */
+static bool edu_sync_valid(const struct drm_edu_accel_sync *s)
+{
+	if (s->flags & ~DRM_EDU_ACCEL_SYNC_FLAGS)
+		return false;
+	return !!(s->flags & DRM_EDU_ACCEL_SYNC_TIMELINE) == !!s->point;
 }
 
 static noinline int edu_job_add_in_syncs(struct drm_file *file, struct edu_job *job,
@@ -212,7 +218,7 @@ static noinline int edu_job_add_in_syncs(struct drm_file *file, struct edu_job *
 		ret = edu_array_get(&args->in_syncs, i, &s, sizeof(s));
 		if (ret)
 			return ret;
-		if (s.pad)
+		if (!edu_sync_valid(&s))
 			return -EINVAL;
 		ret = drm_syncobj_find_fence(file, s.handle, s.point, 0, &fence);
 		if (ret)
@@ -268,7 +274,7 @@ static struct edu_out_sync *edu_out_syncs_get(struct drm_file *file,
 		ret = edu_array_get(&args->out_syncs, i, &s, sizeof(s));
 		if (ret)
 			break;
-		if (s.pad) {
+		if (!edu_sync_valid(&s)) {
 			ret = -EINVAL;
 			break;
 		}
@@ -338,7 +344,7 @@ int edu_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
 
 	BUILD_BUG_ON(sizeof(struct drm_edu_accel_copy_op) < EDU_COPY_OP_MIN_STRIDE ||
 		     sizeof(struct drm_edu_accel_sync) < EDU_SYNC_MIN_STRIDE);
-	if (args->flags || !args->ops.count)
+	if (args->flags || args->extensions || !args->ops.count)
 		return -EINVAL;
 	ret = edu_array_check(&args->ops, EDU_COPY_OP_MIN_STRIDE, EDU_MAX_OPS);
 	if (!ret)

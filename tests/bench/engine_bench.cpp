@@ -42,13 +42,11 @@ struct Bench {
 
   bool init() {
     drm_edu_accel_queue_create q;
-    drm_edu_accel_bo_info info;
-    if (queue_create(fd, &q) || bo_info(fd, q.completion_handle, &info)) return false;
-    void* page = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(info.mmap_offset));
-    if (page == MAP_FAILED) return false;
+    if (queue_create(fd, &q)) return false;
+    const unsigned char* page = map_completion_page(fd);
+    if (!page) return false;
     queue = q.queue;
-    slot = reinterpret_cast<const volatile drm_edu_accel_completion*>(static_cast<char*>(page) +
-                                                                      q.completion_offset);
+    slot = reinterpret_cast<const volatile drm_edu_accel_completion*>(page + q.completion_offset);
     return true;
   }
 

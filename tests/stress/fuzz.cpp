@@ -375,23 +375,22 @@ class Worker {
 
   void queue_create_(int fd, int w) {
     drm_edu_accel_queue_create q{};
-    q.priority = static_cast<uint32_t>(r_.below(3));  // HIGH: EACCES unprivileged
+    q.priority = static_cast<uint32_t>(r_.below(4));  // HIGH: EACCES unprivileged
     static const Field f[] = {
         FLD(drm_edu_accel_queue_create, flags), FLD(drm_edu_accel_queue_create, priority),
-        FLD(drm_edu_accel_queue_create, queue), FLD(drm_edu_accel_queue_create, completion_handle),
-        FLD(drm_edu_accel_queue_create, pad),   FLD(drm_edu_accel_queue_create, reserved)};
+        FLD(drm_edu_accel_queue_create, queue), FLD(drm_edu_accel_queue_create, completion_offset),
+        FLD(drm_edu_accel_queue_create, reserved)};
     if (mutating()) mutate(&q, f, std::size(f), r_);
     if (fz(fd, DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, &q) == 0) {
       s_.queues[w][r_.below(16)] = q.queue;
-      if (r_.chance(0.2)) remember(w, q.completion_handle, kPage);  // a copy naming it must be refused
       if (r_.chance(0.2)) {
-        drm_edu_accel_bo_info info{};
-        info.handle = q.completion_handle;
-        if (fz(fd, DRM_IOCTL_EDU_ACCEL_BO_INFO, &info) == 0) {
-          s_.offsets[r_.below(kSlots)] = info.mmap_offset;
+        drm_edu_accel_get_param g{};
+        g.param = DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET;
+        if (fz(fd, DRM_IOCTL_EDU_ACCEL_GET_PARAM, &g) == 0) {
+          s_.offsets[r_.below(kSlots)] = g.value;
           const bool wr = r_.chance(0.3);  // a writable mapping of the completion page must fail
           void* p = mmap(nullptr, kPage, wr ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd,
-                         static_cast<off_t>(info.mmap_offset));
+                         static_cast<off_t>(g.value));
           if (p != MAP_FAILED) {
             touch(p, false);
             keep_map(p, kPage);
@@ -487,7 +486,7 @@ class Worker {
         // A valid huge H2H would occupy the engine for hours: keep valid sizes bounded.
         if (o.size > (1u << 20) && o.size < (1ull << 30)) o.size = 1ull << 40;
       } else if (nin + nout) {
-        static const Field f[] = {FLD(drm_edu_accel_sync, handle), FLD(drm_edu_accel_sync, pad),
+        static const Field f[] = {FLD(drm_edu_accel_sync, handle), FLD(drm_edu_accel_sync, flags),
                                   FLD(drm_edu_accel_sync, point)};
         mutate(&syncs_[r_.below(nin + nout)], f, 3, r_);
       } else {

@@ -7,7 +7,7 @@ namespace stress {
 namespace {
 
 struct AState {  // what A publishes to B (in the shared page below)
-  uint32_t bo, ubo, queue, completion, syncobj;
+  uint32_t bo, ubo, queue, syncobj;
   uint64_t bo_offset, completion_offset;
   uint8_t secret[kChunk];
   std::atomic<int> stage;  // 1: A ready, 2: B done, 3: A checked its objects still work
@@ -42,9 +42,7 @@ int isolation_part(const Params& P, Part& part) {
     if (bo_info(fd, bo.handle, &info)) _exit(92);
     a->bo = bo.handle;
     a->bo_offset = info.mmap_offset;
-    if (bo_info(fd, q.completion_handle, &info)) _exit(93);
-    a->completion = q.completion_handle;
-    a->completion_offset = info.mmap_offset;
+    if (get_param(fd, DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET, &a->completion_offset)) _exit(93);
     a->queue = q.queue;
     a->syncobj = done;
     // The secret goes into the device buffer and stays there.
@@ -87,7 +85,6 @@ int isolation_part(const Params& P, Part& part) {
     if (fd < 0) _exit(91);
     drm_edu_accel_bo_info info;
     hole("reads BO_INFO of A's handle", bo_info(fd, a->bo, &info));
-    hole("reads BO_INFO of A's completion page handle", bo_info(fd, a->completion, &info));
     hole("closes A's handle", gem_close(fd, a->ubo));
     // mmap offsets are device-wide: another file's offset on B's own fd must be refused.
     for (uint64_t off : {a->bo_offset, a->completion_offset}) {

@@ -44,14 +44,11 @@ void on_sigbus(int) { _exit(7); }
     if (bo_userptr(fd, src.p, kChunk, 0, &src.handle) || bo_userptr(fd, dst.p, kChunk, 0, &dst.handle))
       _exit(91);
   }
-  volatile drm_edu_accel_completion* slot = nullptr;
+  const volatile drm_edu_accel_completion* slot = nullptr;
   if (mapped) {
-    drm_edu_accel_bo_info info;
-    bo_info(fd, q.completion_handle, &info);
-    auto* page = static_cast<uint8_t*>(
-        mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(info.mmap_offset)));
-    if (page == MAP_FAILED) _exit(92);
-    slot = reinterpret_cast<volatile drm_edu_accel_completion*>(page + q.completion_offset);
+    const unsigned char* page = map_completion_page(fd);
+    if (!page) _exit(92);
+    slot = reinterpret_cast<const volatile drm_edu_accel_completion*>(page + q.completion_offset);
   }
   int errors = 0;
   uint64_t pending_bad = 0;  // a mismatch counts as corruption only if the device is still there

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include <xf86drm.h>
@@ -137,11 +138,23 @@ inline int submit(int fd, uint32_t queue, const drm_edu_accel_copy_op* ops, uint
   return err;
 }
 
+// A binary syncobj's fence (point 0) or a point on its timeline.
 inline drm_edu_accel_sync sync_point(uint32_t handle, uint64_t point = 0) {
   drm_edu_accel_sync s{};
   s.handle = handle;
+  s.flags = point ? DRM_EDU_ACCEL_SYNC_TIMELINE : 0;
   s.point = point;
   return s;
+}
+
+// The file's completion page (every queue's slot, then the file status), mapped read-only;
+// nullptr when GET_PARAM or mmap fails (errno says why). Unmap DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE.
+inline const unsigned char* map_completion_page(int fd) {
+  drm_edu_accel_get_param p{};
+  p.param = DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET;
+  if (call(fd, DRM_IOCTL_EDU_ACCEL_GET_PARAM, p)) return nullptr;
+  void* m = mmap(nullptr, DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(p.value));
+  return m == MAP_FAILED ? nullptr : static_cast<const unsigned char*>(m);
 }
 
 // CLOCK_MONOTONIC nanoseconds `seconds` from now: an absolute deadline for drmSyncobjWait.

@@ -70,6 +70,8 @@ class JobTest : public ::testing::Test {
     ASSERT_GE(fd(), 0);
     pins_before_ = pins_outstanding();
     queue_ = make_queue();
+    ASSERT_NE(page_, nullptr) << "no completion page: is this driver's interface " << DRM_EDU_ACCEL_VERSION_MAJOR
+                              << ".x?";
   }
   void TearDown() override {
     for (auto& [p, n] : maps_) munmap(p, n);
@@ -93,15 +95,11 @@ class JobTest : public ::testing::Test {
     drm_edu_accel_queue_create q;
     EXPECT_EQ(queue_create(fd(), &q), 0);
     if (!page_) {
-      drm_edu_accel_bo_info info;
-      EXPECT_EQ(bo_info(fd(), q.completion_handle, &info), 0);
-      void* m = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
-      EXPECT_NE(m, MAP_FAILED);
-      page_ = static_cast<const uint8_t*>(m);
-      maps_.push_back({m, kPage});
+      page_ = map_completion_page(fd());
+      EXPECT_NE(page_, nullptr) << std::strerror(errno);
+      maps_.push_back({const_cast<uint8_t*>(page_), DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE});
     }
     slots_[q.queue] = reinterpret_cast<const volatile drm_edu_accel_completion*>(page_ + q.completion_offset);
-    completion_handle_ = q.completion_handle;
     return q.queue;
   }
 
@@ -184,7 +182,6 @@ class JobTest : public ::testing::Test {
   uint32_t queue_ = 0;
   const uint8_t* page_ = nullptr;
   std::map<uint32_t, const volatile drm_edu_accel_completion*> slots_;
-  uint32_t completion_handle_ = 0;
   std::vector<std::pair<void*, size_t>> maps_;
 };
 
@@ -353,20 +350,6 @@ TEST_F(JobTest, CompletionPageAgreesWithSyncobjWaits) {
     EXPECT_LT(slot(queue_)->failed, seqno);
     drmSyncobjDestroy(fd(), done);
   }
-}
-
-TEST_F(JobTest, CompletionPageCannotBeMappedWritable) {
-  drm_edu_accel_queue_create q;
-  ASSERT_EQ(queue_create(fd(), &q), 0);
-  drm_edu_accel_bo_info info;
-  ASSERT_EQ(bo_info(fd(), q.completion_handle, &info), 0);
-  void* m =
-      mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
-  EXPECT_EQ(m, MAP_FAILED);
-  void* r = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
-  ASSERT_NE(r, MAP_FAILED);
-  EXPECT_NE(mprotect(r, kPage, PROT_READ | PROT_WRITE), 0);
-  munmap(r, kPage);
 }
 
 TEST_F(JobTest, DestroyedQueueStillFinishesItsJobs) {
@@ -615,13 +598,26 @@ INSTANTIATE_TEST_SUITE_P(
         BAD("H2dWithADestinationHandle", EINVAL, return b.one(q, op(DRM_EDU_ACCEL_OP_H2D, s, 0, d, 0, 10))),
         BAD("D2hWithASourceHandle", EINVAL, return b.one(q, op(DRM_EDU_ACCEL_OP_D2H, s, 0, d, 0, 10))),
         BAD("D2hPastTheDeviceBuffer", EINVAL, return b.one(q, op(DRM_EDU_ACCEL_OP_D2H, 0, 4000, d, 0, 96))),
-        BAD("CopyIntoTheCompletionPage", EACCES,
-            return b.one(q, op(DRM_EDU_ACCEL_OP_D2H, 0, 0, b.completion_handle_, 0, 8))),
-        BAD("CopyFromTheCompletionPage", EACCES,
-            return b.one(q, op(DRM_EDU_ACCEL_OP_H2H, b.completion_handle_, 0, d, 0, 8))),
-        BAD("InSyncPadNotZero", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
-            uint32_t h = b.syncobj(); auto in = sync_point(h); in.pad = 1;
+        BAD("InSyncUnknownFlag", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            uint32_t h = b.syncobj(); auto in = sync_point(h); in.flags = 2;
             return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
+        // Before 3.0 a point made the sync a timeline one: a binary wait with a stray point
+        // waited for a point, a timeline wait whose point was left 0 for the current fence.
+        BAD("InSyncBinaryWithAPoint", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            auto in = sync_point(b.syncobj(DRM_SYNCOBJ_CREATE_SIGNALED)); in.point = 1;
+            return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
+        BAD("InSyncTimelineWithoutAPoint", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            auto in = sync_point(b.syncobj(DRM_SYNCOBJ_CREATE_SIGNALED));
+            in.flags = DRM_EDU_ACCEL_SYNC_TIMELINE; return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
+        BAD("OutSyncBinaryWithAPoint", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            auto out = sync_point(b.syncobj()); out.point = 1;
+            return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
+        BAD("OutSyncTimelineWithoutAPoint", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            auto out = sync_point(b.syncobj()); out.flags = DRM_EDU_ACCEL_SYNC_TIMELINE;
+            return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
+        BAD("SubmitExtensions", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            drm_edu_accel_submit a{}; a.queue = q; a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(1, &o);
+            a.extensions = reinterpret_cast<uintptr_t>(&o); return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
         BAD("TooManyInSyncs", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             std::vector<drm_edu_accel_sync> in(17, sync_point(b.syncobj()));
             return submit(b.fd(), q, &o, 1, in.data(), 17, nullptr, 0)),
@@ -663,20 +659,18 @@ INSTANTIATE_TEST_SUITE_P(
             auto in = sync_point(0x5555); return submit(b.fd(), q, &o, 1, &in, 1, nullptr, 0)),
         BAD("BogusOutSyncobj", ENOENT, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             auto out = sync_point(0x5555); return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
-        BAD("SyncPadNotZero", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
-            uint32_t h = b.syncobj(); auto out = sync_point(h); out.pad = 1;
+        BAD("OutSyncUnknownFlag", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
+            uint32_t h = b.syncobj(); auto out = sync_point(h); out.flags = 1u << 31;
             return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
         BAD("SubmitFlags", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             drm_edu_accel_submit a{}; a.queue = q; a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(1, &o); a.flags = 2;
             return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
         BAD("QueueCreateFlags", EINVAL, drm_edu_accel_queue_create c{}; c.flags = 1;
             return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
-        BAD("QueueCreatePad", EINVAL, drm_edu_accel_queue_create c{}; c.pad = 1;
+        BAD("QueueCreateReserved", EINVAL, drm_edu_accel_queue_create c{}; c.reserved[2] = 1;
             return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
-        BAD("QueueCreateReserved", EINVAL, drm_edu_accel_queue_create c{}; c.reserved[1] = 1;
-            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
-        BAD("QueueCreateUnknownPriority", EINVAL, drm_edu_accel_queue_create c{}; c.priority = 3;
-            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
+        BAD("QueueCreateUnknownPriority", EINVAL, drm_edu_accel_queue_create c{};
+            c.priority = DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH + 1; return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
         BAD("OpStrideBelowTheFirstLayout", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             drm_edu_accel_submit a{}; a.queue = q; a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(1, &o); a.ops.stride = 32;
             return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
@@ -948,36 +942,62 @@ TEST_F(JobTest, AStuckTransferWedgesTheDeviceAndFailsItsJobs) {
   EXPECT_EQ(std::memcmp(out.p, again.mem.get(), kChunk), 0);
 }
 
-// The completion page's handle, once closed by userspace, is not reported again: its number
-// goes to the next BO of the file, and a runtime that mapped "the completion page" by it
-// would read an unrelated BO. Before, GET_PARAM and QUEUE_CREATE kept reporting the closed
-// number, which the next BO_CREATE then reused.
-TEST_F(JobTest, ClosedCompletionHandleIsNotReportedAgain) {
-  const uint64_t old = param(fd(), DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE);
-  ASSERT_EQ(old, completion_handle_);
-  ASSERT_EQ(gem_close(fd(), static_cast<uint32_t>(old)), 0);
-  HostBo other = host_bo(kPage);  // takes the lowest free handle: the closed one
-  std::memset(other.p, 0xab, kPage);
-  const uint64_t now = param(fd(), DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE);
-  EXPECT_NE(now, other.handle) << "GET_PARAM names a BO that is not the completion page";
+// GET_PARAM only reads. Before 3.0, COMPLETION_HANDLE (10) created the completion page and a
+// GEM handle for it, so a file's first BO got handle 2; a handle userspace then closed was a
+// number the next BO reused while the page stayed "its" BO.
+TEST_F(JobTest, GetParamCreatesNothing) {
+  Fd f(node_.render);
+  ASSERT_GE(f.get(), 0);
+  for (uint32_t p = 0; p < 32; ++p) {
+    drm_edu_accel_get_param g{};
+    g.param = p;
+    call(f.get(), DRM_IOCTL_EDU_ACCEL_GET_PARAM, g);
+  }
+  drm_edu_accel_get_param old{};
+  old.param = 10;  // COMPLETION_HANDLE before 3.0
+  EXPECT_EQ(call(f.get(), DRM_IOCTL_EDU_ACCEL_GET_PARAM, old), EINVAL);
+  uint32_t h = 0;
+  ASSERT_EQ(bo_create(f.get(), kPage, &h), 0);
+  EXPECT_EQ(h, 1u) << "a handle number was taken before the file's first BO";
+  EXPECT_EQ(gem_close(f.get(), h), 0);
+}
+
+// The completion page has no handle: only its own file maps it, read-only, and it says its
+// layout; a job's completion shows through it.
+TEST_F(JobTest, CompletionPageIsMappedByOffsetByItsFileAlone) {
+  const uint64_t off = param(fd(), DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET);
+  ASSERT_NE(off, 0u);
+  EXPECT_EQ(param(fd(), DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET), off) << "one page per file";
+  constexpr size_t kLen = DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE;
+  void* w = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd(), static_cast<off_t>(off));
+  EXPECT_EQ(w, MAP_FAILED) << "the page mapped writable";
+  void* r = mmap(nullptr, kLen, PROT_READ, MAP_SHARED, fd(), static_cast<off_t>(off));
+  ASSERT_NE(r, MAP_FAILED) << std::strerror(errno);
+  maps_.push_back({r, kLen});
+  EXPECT_NE(mprotect(r, kLen, PROT_READ | PROT_WRITE), 0);
+  const auto* st = reinterpret_cast<const drm_edu_accel_file_status*>(static_cast<uint8_t*>(r) +
+                                                                      DRM_EDU_ACCEL_FILE_STATUS_OFFSET);
+  EXPECT_EQ(st->layout, static_cast<uint32_t>(DRM_EDU_ACCEL_COMPLETION_LAYOUT));
+
+  Fd other(node_.render);
+  ASSERT_GE(other.get(), 0);
+  void* theirs = mmap(nullptr, kLen, PROT_READ, MAP_SHARED, other.get(), static_cast<off_t>(off));
+  EXPECT_EQ(theirs, MAP_FAILED) << "another file mapped this file's completion page";
+  if (theirs != MAP_FAILED) munmap(theirs, kLen);
+  EXPECT_NE(param(other.get(), DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET), off);
+
   drm_edu_accel_queue_create q;
   ASSERT_EQ(queue_create(fd(), &q), 0);
-  EXPECT_EQ(q.completion_handle, now);
-  // The new handle maps the same page: a job's completion shows through it.
-  drm_edu_accel_bo_info info;
-  ASSERT_EQ(bo_info(fd(), static_cast<uint32_t>(now), &info), 0);
-  void* m = mmap(nullptr, kPage, PROT_READ, MAP_SHARED, fd(), static_cast<off_t>(info.mmap_offset));
-  ASSERT_NE(m, MAP_FAILED);
-  maps_.push_back({m, kPage});
   UserBo src = user_bo(kChunk, 33);
+  HostBo dst = host_bo(kChunk);
   const uint32_t done = syncobj();
-  const uint64_t seqno = run(q.queue, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, other.handle, 0, kChunk)}, {},
-                             {sync_point(done)});
+  const uint64_t seqno =
+      run(q.queue, {op(DRM_EDU_ACCEL_OP_H2H, src.handle, 0, dst.handle, 0, kChunk)}, {}, {sync_point(done)});
   ASSERT_TRUE(wait(done));
-  const auto* slot = reinterpret_cast<const volatile drm_edu_accel_completion*>(static_cast<uint8_t*>(m) +
+  const auto* slot = reinterpret_cast<const volatile drm_edu_accel_completion*>(static_cast<uint8_t*>(r) +
                                                                                 q.completion_offset);
   EXPECT_EQ(slot->completed, seqno);
-  EXPECT_EQ(std::memcmp(other.p, src.mem.get(), kChunk), 0);
+  EXPECT_EQ(std::memcmp(dst.p, src.mem.get(), kChunk), 0);
 }
 
 // A job waiting on a failed job must not copy bytes that were never produced.
@@ -1050,10 +1070,11 @@ TEST_F(JobTest, OversizedJobIsRefused) {
   ASSERT_TRUE(pf >> mib);
   HostBo a = host_bo(mib * kMiB), b = host_bo(mib * kMiB);
   auto o = op(DRM_EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 2 + 1);
-  EXPECT_EQ(submit(fd(), queue_, &o, 1, nullptr, 0, nullptr, 0), E2BIG);
+  // Its own errno (before 3.0 -E2BIG, which also means "unknown nonzero bytes in an element").
+  EXPECT_EQ(submit(fd(), queue_, &o, 1, nullptr, 0, nullptr, 0), EMSGSIZE);
   std::vector<drm_edu_accel_copy_op> many(
       2, op(DRM_EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 4 + 1));
-  EXPECT_EQ(submit(fd(), queue_, many.data(), 2, nullptr, 0, nullptr, 0), E2BIG) << "the budget is per job";
+  EXPECT_EQ(submit(fd(), queue_, many.data(), 2, nullptr, 0, nullptr, 0), EMSGSIZE) << "the budget is per job";
   auto small = op(DRM_EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, 3 * kChunk);
   EXPECT_EQ(submit(fd(), queue_, &small, 1, nullptr, 0, nullptr, 0), 0);
 }

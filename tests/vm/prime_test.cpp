@@ -71,11 +71,9 @@ class Edu {
     drm_edu_accel_queue_create q;
     EXPECT_EQ(queue_create(fd(), &q), 0);
     queue_ = q.queue;
-    completion_ = q.completion_handle;
     EXPECT_EQ(drmSyncobjCreate(fd(), 0, &done_), 0);
   }
   int fd() const { return fd_.get(); }
-  uint32_t completion_handle() const { return completion_; }
 
   // A driver-allocated BO, mapped.
   uint32_t create(uint64_t size, uint8_t** map) {
@@ -110,7 +108,7 @@ class Edu {
 
  private:
   Fd fd_;
-  uint32_t queue_ = 0, completion_ = 0, done_ = 0;
+  uint32_t queue_ = 0, done_ = 0;
   std::vector<std::pair<void*, size_t>> maps_;
 };
 
@@ -349,7 +347,6 @@ TEST_F(PrimeTest, ImportingOurOwnExportGivesBackTheSameBo) {
 TEST_F(PrimeTest, BuffersThatMustNotBeSharedAreRefused) {
   int buf = -1;
   EXPECT_EQ(export_fd(edu_->fd(), 999, &buf), ENOENT);
-  EXPECT_EQ(export_fd(edu_->fd(), edu_->completion_handle(), &buf), EINVAL) << "the completion page";
   uint8_t* m = nullptr;
   const uint32_t h = edu_->create(kPage, &m);
   EXPECT_EQ(export_fd(edu_->fd(), h, &buf, 0x4000000), EINVAL) << "unknown flag";

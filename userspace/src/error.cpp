@@ -37,6 +37,7 @@ void throw_errno(int err, const std::string& context) {
     case EFAULT:
     case ERANGE:
     case E2BIG:
+    case EMSGSIZE:
     case EBADF:
     case ENOENT:
     case EOVERFLOW:

@@ -13,11 +13,17 @@
  *    QUEUE_DESTROY and BO_WAIT, which release and wait and work as before; jobs still queued
  *    then end with -ENODEV; closing the file releases everything.
  *
- * Device memory: edu's 4 KiB buffer is shared hardware, but no file can observe or alter
- * bytes another file put there. Before a job of one file moves a byte, the driver clears the
- * buffer if another file's job (or the driver's self test) used it last. Within one file,
- * the buffer keeps its contents from job to job only while no other file's job runs in
- * between; within one job, always. H2H copies stage through the buffer and leave it undefined.
+ * CPU ownership: a range a job names belongs to the device from SUBMIT until the job has
+ * ended (its completion slot or an out-sync says so). The CPU may read a range the job only
+ * reads; anything else (writing such a range, or touching a range the job writes) gives
+ * undefined bytes: where the DMA layer bounces (swiotlb, confidential guests) the driver
+ * copies whole ranges in and out at the job's start and end.
+ *
+ * Device memory: edu's 4 KiB buffer is shared hardware. Its contents are undefined at the
+ * start of each job: a job reads back only what it wrote there itself (H2H copies stage
+ * through the buffer and leave it undefined). No file can observe or alter bytes another
+ * file put there: before a job of one file moves a byte, the driver clears the buffer if
+ * another file's job (or the driver's self test) used it last.
  */
 #ifndef _UAPI_EDU_ACCEL_H_
 #define _UAPI_EDU_ACCEL_H_
@@ -34,9 +40,15 @@ extern "C" {
  * minor grows when something is added, the major when something changes or goes away.
  * 2.0: SUBMIT arrays carry their element stride, QUEUE_CREATE a priority, DRM_ prefixes.
  * 2.1: PRIME export and import, implicit sync on shared BOs, BO_WAIT.
+ * 3.0: GET_PARAM has no side effects: the completion page exists from open on and has no GEM
+ *      handle (%DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET replaces COMPLETION_HANDLE, and
+ *      QUEUE_CREATE reports only the slot's offset); syncs say binary or timeline with
+ *      %DRM_EDU_ACCEL_SYNC_TIMELINE instead of by their point; priorities are ordered by
+ *      value (0 is the default); the job budget fails with -EMSGSIZE; SUBMIT has an
+ *      extensions field; the completion page carries its layout version.
  */
-#define DRM_EDU_ACCEL_VERSION_MAJOR	2
-#define DRM_EDU_ACCEL_VERSION_MINOR	1
+#define DRM_EDU_ACCEL_VERSION_MAJOR	3
+#define DRM_EDU_ACCEL_VERSION_MINOR	0
 
 #define DRM_EDU_ACCEL_GET_PARAM		0x00
 #define DRM_EDU_ACCEL_BO_CREATE		0x01
@@ -83,11 +95,14 @@ extern "C" {
  *	(BO_CREATE), as charged to it. A job holds the BOs it names until the scheduler frees
  *	it, a moment after its fence signals: a BO closed right after the wait may stay
  *	charged that long.
- * @DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE: GEM handle of this file's completion page (created on
- *	first use; the same page QUEUE_CREATE reports), where &struct drm_edu_accel_file_status
- *	sits at %DRM_EDU_ACCEL_FILE_STATUS_OFFSET. Closing that handle (GEM_CLOSE) is allowed:
- *	its number may then go to another BO, and the next GET_PARAM or QUEUE_CREATE reports a
- *	new handle to the same page.
+ * @DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET: where to mmap this file's completion page
+ *	(PROT_READ, MAP_SHARED, %DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE bytes): every queue's
+ *	&struct drm_edu_accel_completion, and the file's &struct drm_edu_accel_file_status at
+ *	%DRM_EDU_ACCEL_FILE_STATUS_OFFSET. The page is made when the file is opened and has no
+ *	GEM handle, so no copy can name it and no handle number goes stale. Only this file may
+ *	map it; a fork child does not inherit the mapping.
+ *
+ * Parameter 10 was COMPLETION_HANDLE before 3.0; it now fails with -EINVAL.
  */
 enum drm_edu_accel_param {
 	DRM_EDU_ACCEL_PARAM_DRIVER_VERSION = 0,
@@ -100,9 +115,9 @@ enum drm_edu_accel_param {
 	DRM_EDU_ACCEL_PARAM_MAX_QUEUES = 7,
 	DRM_EDU_ACCEL_PARAM_MAX_OPS = 8,
 	DRM_EDU_ACCEL_PARAM_PINNED_BYTES = 9,
-	DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE = 10,
 	DRM_EDU_ACCEL_PARAM_MAX_SYNCS = 11,
 	DRM_EDU_ACCEL_PARAM_MAX_JOB_BYTES = 12,
+	DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET = 13,
 };
 
 /**
@@ -111,8 +126,9 @@ enum drm_edu_accel_param {
  * @pad: in, must be zero
  * @value: out, the value
  *
- * Errors: -EINVAL (unknown @param, nonzero @pad), -ENOMEM (COMPLETION_HANDLE could not
- * create the page), -ENODEV.
+ * It reads; it creates nothing and changes nothing.
+ *
+ * Errors: -EINVAL (unknown @param, nonzero @pad), -ENODEV.
  */
 struct drm_edu_accel_get_param {
 	__u32 param;
@@ -182,6 +198,10 @@ struct drm_edu_accel_bo_create {
  * &drm_edu_accel_file_status.invalidations grows, and SUBMIT naming the BO fails with
  * -ESTALE: register the range again. Jobs queued before keep using the old pages.
  * Protection changes and fork() do not invalidate (a pinned page stays the parent's).
+ * Some events keep the pinned pages where they are but reach the driver as if the range were
+ * unmapped, and invalidate it too: a transparent huge page split by a partial munmap,
+ * mprotect or madvise of it, and reclaim, migration or compaction trying the range (the pin
+ * makes them fail). Treat -ESTALE as "register again", not as "the memory changed".
  */
 struct drm_edu_accel_bo_userptr {
 	__u64 user_ptr;
@@ -225,6 +245,9 @@ struct drm_edu_accel_bo_info {
 	__u32 dma_nents;
 };
 
+/* Bytes of the completion page to map; its layout is &struct drm_edu_accel_file_status.layout. */
+#define DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE	4096
+
 /**
  * struct drm_edu_accel_completion - one queue's slot in the completion page
  * The completion page holds MAX_QUEUES (63) of these, then the file's
@@ -236,8 +259,12 @@ struct drm_edu_accel_bo_info {
  * @pad: zero
  * @reserved: zero; keeps slots 64 bytes apart
  *
- * The driver writes @failed and @error before @completed, so a reader who sees
- * completed >= N and then reads failed < N knows job N succeeded.
+ * Memory ordering: the driver writes @failed and @error, then @completed with release
+ * semantics; a reader loads @completed with acquire semantics (C11 memory_order_acquire,
+ * __atomic_load_n(..., __ATOMIC_ACQUIRE)) and only then @failed and @error. One who sees
+ * completed >= N and then failed < N knows job N succeeded; every byte job N wrote to a BO is
+ * then visible to the CPU too. Each field is written whole (naturally aligned 64- and 32-bit
+ * stores); the values only grow.
  */
 struct drm_edu_accel_completion {
 	__u64 completed;
@@ -250,22 +277,32 @@ struct drm_edu_accel_completion {
 /* Offset of &struct drm_edu_accel_file_status in the completion page. */
 #define DRM_EDU_ACCEL_FILE_STATUS_OFFSET	4032
 
+/* The completion page's layout: the slots and file status as this header describes them. */
+#define DRM_EDU_ACCEL_COMPLETION_LAYOUT	1
+
 /**
  * struct drm_edu_accel_file_status - the file's part of its completion page
  * @invalidations: grows each time one of the file's userptr BOs is invalidated; a cache of
  *	registrations compares it with the value it last saw (one memory read) before trusting
- *	an entry
+ *	an entry. The BO's INVALIDATED flag is set before the count grows.
+ * @layout: %DRM_EDU_ACCEL_COMPLETION_LAYOUT, written before the page can be mapped; a reader
+ *	that finds another value must not interpret the page
+ * @pad: zero
  * @reserved: zero
  */
 struct drm_edu_accel_file_status {
 	__u64 invalidations;
-	__u64 reserved[7];
+	__u32 layout;
+	__u32 pad;
+	__u64 reserved[6];
 };
 
 /**
- * enum drm_edu_accel_queue_priority - which queue's ready job the engine takes next
- * @DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL: the default.
+ * enum drm_edu_accel_queue_priority - which queue's ready job the engine takes next; a
+ * greater value runs first
+ * @DRM_EDU_ACCEL_QUEUE_PRIORITY_DEFAULT: what a zeroed struct asks for: NORMAL.
  * @DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW: runs when no normal or high queue has a ready job.
+ * @DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL: normal.
  * @DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH: ahead of normal and low queues, of every file; needs
  *	CAP_SYS_NICE.
  *
@@ -274,9 +311,10 @@ struct drm_edu_accel_file_status {
  * waits for at most two jobs already handed over. Queues of equal priority take turns.
  */
 enum drm_edu_accel_queue_priority {
-	DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL = 0,
+	DRM_EDU_ACCEL_QUEUE_PRIORITY_DEFAULT = 0,
 	DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW = 1,
-	DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH = 2,
+	DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL = 2,
+	DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH = 3,
 };
 
 /**
@@ -284,17 +322,14 @@ enum drm_edu_accel_queue_priority {
  * @flags: in, must be zero
  * @priority: in, an &enum drm_edu_accel_queue_priority
  * @queue: out, queue id, valid in this file only
- * @completion_handle: out, GEM handle of this file's completion page (the same for every
- *	queue of the file); mmap it PROT_READ, MAP_SHARED at its BO_INFO mmap_offset
  * @completion_offset: out, byte offset of this queue's &struct drm_edu_accel_completion in
- *	that page
- * @pad: in, must be zero
+ *	the file's completion page (%DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET)
  * @reserved: in, must be zero
  *
  * A queue's id and slot are not handed to a new queue before every job of the old one has
  * ended (QUEUE_DESTROY does not wait for that).
  *
- * Errors: -EINVAL (nonzero @flags, @pad or @reserved, unknown @priority), -EACCES (HIGH
+ * Errors: -EINVAL (nonzero @flags or @reserved, unknown @priority), -EACCES (HIGH
  * priority without CAP_SYS_NICE), -ENOSPC (MAX_QUEUES queues, counting destroyed ones whose
  * jobs still run), -ENOMEM, -ENODEV.
  */
@@ -302,10 +337,8 @@ struct drm_edu_accel_queue_create {
 	__u32 flags;
 	__u32 priority;
 	__u32 queue;
-	__u32 completion_handle;
 	__u32 completion_offset;
-	__u32 pad;
-	__u64 reserved[2];
+	__u64 reserved[3];
 };
 
 /**
@@ -361,15 +394,23 @@ struct drm_edu_accel_copy_op {
 	__u64 size;
 };
 
+/* The sync is a point on a timeline syncobj (else the syncobj's one fence). */
+#define DRM_EDU_ACCEL_SYNC_TIMELINE	(1u << 0)
+#define DRM_EDU_ACCEL_SYNC_FLAGS	DRM_EDU_ACCEL_SYNC_TIMELINE
+
 /**
- * struct drm_edu_accel_sync - a point on a DRM syncobj
+ * struct drm_edu_accel_sync - a DRM syncobj's fence, or a point on its timeline
  * @handle: syncobj handle of this file
- * @pad: must be zero
- * @point: timeline point; 0 for a binary syncobj
+ * @flags: 0 (binary: an in-sync waits for the syncobj's fence, an out-sync replaces it) or
+ *	%DRM_EDU_ACCEL_SYNC_TIMELINE (an in-sync waits for @point, an out-sync adds @point)
+ * @point: the timeline point, at least 1 with %DRM_EDU_ACCEL_SYNC_TIMELINE; 0 without it
+ *
+ * A @point that does not match @flags fails with -EINVAL, so that a zero point can never
+ * silently turn a timeline wait into a wait for whatever fence the syncobj holds.
  */
 struct drm_edu_accel_sync {
 	__u32 handle;
-	__u32 pad;
+	__u32 flags;
 	__u64 point;
 };
 
@@ -406,6 +447,8 @@ struct drm_edu_accel_obj_array {
  *	are added; binary syncobjs have their fence replaced), 0..MAX_SYNCS of them
  * @seqno: out, the job's sequence number on its queue (1, 2, 3 ...); the queue's completion
  *	slot reaches it when the job has ended
+ * @extensions: in, must be 0: room for a chain of extension structs (a pointer to the first,
+ *	each naming its type and the next) should SUBMIT need more than growing at its end
  *
  * Everything is validated before anything is queued: ranges against their BOs (and the
  * device buffer), write access to destinations, handles, syncobjs. The job holds a reference
@@ -417,20 +460,22 @@ struct drm_edu_accel_obj_array {
  * the device is wedged by a transfer that never ended) is in
  * its queue's completion slot and on its out-sync fences (sync_file status, syncobj
  * queries). Jobs one file has submitted and not yet retired are bounded (module parameter
- * max_jobs_per_file, default 256), and one job carries at most max_job_mib MiB of device
- * traffic (default 16, H2H counted twice) so that no job holds the one engine for long:
- * split larger copies into several jobs.
+ * max_jobs_per_file, default 256), and one job carries at most MAX_JOB_BYTES of device
+ * traffic (module parameter max_job_mib, default 16 MiB, H2H counted twice) so that no job
+ * holds the one engine for long: split larger copies into several jobs. A job's ranges
+ * belong to the device until it ends (see "CPU ownership" at the top).
  *
- * Errors: -EINVAL (nonzero @flags/op flags/sync pad, no op or more than MAX_OPS, more than
+ * Errors: -EINVAL (nonzero @flags/@extensions/op flags, unknown sync flags or a point that
+ * does not match them, no op or more than MAX_OPS, more than
  * MAX_SYNCS in- or out-syncs, a stride below the 2.0 element size or above 4096, unknown op
  * type, a handle where none belongs, a range
  * outside its BO or past MAX_TRANSFER on the device side, size 0, an H2H op whose
  * destination starts inside its source after the source's start: see %DRM_EDU_ACCEL_OP_H2H),
  * -ENOENT (unknown queue,
- * BO handle or syncobj of this file), -EACCES (a write into a READONLY registration, or
- * a copy naming the completion page), -ESTALE (an invalidated userptr BO), -EFAULT (an
- * unreadable array), -E2BIG (nonzero bytes past the known part of an element, or over
- * max_job_mib), -EBUSY (max_jobs_per_file reached),
+ * BO handle or syncobj of this file), -EACCES (a write into a READONLY registration),
+ * -ESTALE (an invalidated userptr BO), -EFAULT (an
+ * unreadable array), -E2BIG (nonzero bytes past the known part of an element), -EMSGSIZE
+ * (more than MAX_JOB_BYTES of device traffic), -EBUSY (max_jobs_per_file reached),
  * -ENOMEM, -ENODEV.
  */
 struct drm_edu_accel_submit {
@@ -440,6 +485,7 @@ struct drm_edu_accel_submit {
 	struct drm_edu_accel_obj_array in_syncs;
 	struct drm_edu_accel_obj_array out_syncs;
 	__u64 seqno;
+	__u64 extensions;
 };
 
 /**
@@ -450,9 +496,9 @@ struct drm_edu_accel_submit {
  * pages pinned after the handle, the file and the device are gone. A userptr export covers
  * whole pages (BO_USERPTR's @offset bytes come first). BO_CREATE memory can be mapped
  * through the dma-buf's fd (MAP_SHARED); userptr memory cannot (it is the process's already).
- * Refused: the completion page (-EINVAL), a READONLY registration, which an importer could
- * write (-EACCES), an invalidated one (-ESTALE). A userptr BO invalidated after its export
- * keeps its old pages for the importers.
+ * Refused: a READONLY registration, which an importer could write (-EACCES), an invalidated
+ * one (-ESTALE). A userptr BO invalidated after its export keeps its old pages for the
+ * importers.
  *
  * DRM_IOCTL_PRIME_FD_TO_HANDLE imports any dma-buf as a BO (BO_INFO flag
  * %DRM_EDU_ACCEL_BO_INFO_IMPORTED) that copies may name like any other; its own export on the

@@ -430,7 +430,7 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
       continue;
     }
     if (s->dev_ == dev_) {
-      in.push_back({s->timeline_, 0, point});
+      in.push_back({s->timeline_, DRM_EDU_ACCEL_SYNC_TIMELINE, point});
       continue;
     }
     in.reserve(in.size() + 1);
@@ -441,7 +441,7 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   }
   const std::uint64_t expect = (last_.load(std::memory_order_relaxed) & ~kWaitsQueued) + 1;
   // The stream's timeline point is the job's seqno, so waits need no translation.
-  const SyncPoint out{timeline_, 0, expect};
+  const SyncPoint out{timeline_, DRM_EDU_ACCEL_SYNC_TIMELINE, expect};
   std::uint64_t seqno = 0;
   for (;;) {
     try {

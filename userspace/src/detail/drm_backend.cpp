@@ -28,13 +28,14 @@ std::size_t page_size() noexcept { return static_cast<std::size_t>(sysconf(_SC_P
 std::uint64_t to_u64(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
 
 // The name and version of the driver behind fd, or "" when it is not a DRM device.
-std::string driver_of(int fd, std::string* version = nullptr) {
+std::string driver_of(int fd, std::string* version = nullptr, int* major = nullptr) {
   drmVersionPtr v = drmGetVersion(fd);
   if (!v) return {};
   std::string name(v->name, v->name_len);
   if (version)
     *version = std::to_string(v->version_major) + "." + std::to_string(v->version_minor) + "." +
                std::to_string(v->version_patchlevel);
+  if (major) *major = v->version_major;
   drmFreeVersion(v);
   return name;
 }
@@ -73,9 +74,17 @@ std::unique_ptr<DeviceBackend> open_drm(std::size_t index) {
     throw DeviceLost(err, "open " + nodes[index] + ": " + std::strerror(err));
   }
   std::string version;
-  if (driver_of(fd, &version) != "edu_accel") {
+  int major = 0;
+  if (driver_of(fd, &version, &major) != "edu_accel") {
     ::close(fd);
     throw DeviceLost(ENODEV, nodes[index] + " is no longer an edu_accel device");
+  }
+  // The major changes only when the interface does: another one is not spoken here.
+  if (major != DRM_EDU_ACCEL_VERSION_MAJOR) {
+    ::close(fd);
+    throw NotSupported(EPROTONOSUPPORT, nodes[index] + ": the driver speaks interface " + version +
+                                            ", this runtime " + std::to_string(DRM_EDU_ACCEL_VERSION_MAJOR) +
+                                            ".x: load the edu_accel.ko built from the same tree");
   }
   return std::make_unique<DrmBackend>(fd, nodes[index], version);
 }
@@ -84,7 +93,7 @@ DrmBackend::DrmBackend(int fd, std::string node, std::string version)
     : fd_(fd), node_(std::move(node)), version_(std::move(version)) {}
 
 DrmBackend::~DrmBackend() {
-  if (page_) munmap(const_cast<unsigned char*>(page_), page_len_);
+  if (page_) munmap(const_cast<unsigned char*>(page_), DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE);
   ::close(fd_);
 }
 
@@ -216,7 +225,7 @@ SyncPoint DrmBackend::import_point(DeviceBackend& other, std::uint32_t timeline,
     drmSyncobjDestroy(fd_, mine);
     throw_errno(err, "import of another device's sync_file");
   }
-  return {mine, 0, 0};
+  return {mine, 0, 0};  // binary: its one fence
 }
 
 void DrmBackend::release_bo(const BoMapping& bo) noexcept {
@@ -227,35 +236,30 @@ void DrmBackend::release_bo(const BoMapping& bo) noexcept {
   drmIoctl(fd_, DRM_IOCTL_GEM_CLOSE, &c);  // jobs still naming the BO hold their own references
 }
 
-const unsigned char* DrmBackend::completion_page(std::uint32_t handle, std::size_t& len) {
+// The file's completion page, mapped once: every queue's slot and the file status.
+const unsigned char* DrmBackend::completion_page() {
   std::lock_guard lk(page_m_);
-  if (!page_) {
-    drm_edu_accel_bo_info info{};
-    info.handle = handle;
-    if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_INFO, &info))
-      throw_errno(errno, "BO_INFO of the completion page");
-    void* p = mmap(nullptr, info.size, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(info.mmap_offset));
-    if (p == MAP_FAILED) throw_errno(errno, "mmap of the completion page");
-    page_ = static_cast<const unsigned char*>(p);
-    page_len_ = info.size;
+  if (page_) return page_;
+  drm_edu_accel_get_param p{};
+  p.param = DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET;
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_GET_PARAM, &p)) throw_errno(errno, "GET_PARAM COMPLETION_MMAP_OFFSET");
+  void* m = mmap(nullptr, DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(p.value));
+  if (m == MAP_FAILED) throw_errno(errno, "mmap of the completion page");
+  const auto* page = static_cast<const unsigned char*>(m);
+  drm_edu_accel_file_status st{};
+  std::memcpy(&st, page + DRM_EDU_ACCEL_FILE_STATUS_OFFSET, sizeof(st));
+  if (st.layout != DRM_EDU_ACCEL_COMPLETION_LAYOUT) {
+    munmap(m, DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE);
+    throw SystemError(EPROTO, "the completion page has layout " + std::to_string(st.layout) + ", this runtime reads " +
+                                  std::to_string(DRM_EDU_ACCEL_COMPLETION_LAYOUT));
   }
-  len = page_len_;
+  page_ = page;
   return page_;
 }
 
 const std::uint64_t* DrmBackend::invalidation_counter() {
-  drm_edu_accel_get_param p{};
-  p.param = DRM_EDU_ACCEL_PARAM_COMPLETION_HANDLE;
-  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_GET_PARAM, &p)) {
-    if (errno == EINVAL) return nullptr;  // a driver before interface 1.1
-    throw_errno(errno, "GET_PARAM COMPLETION_HANDLE");
-  }
-  std::size_t len = 0;
-  const unsigned char* page = completion_page(static_cast<std::uint32_t>(p.value), len);
-  if (DRM_EDU_ACCEL_FILE_STATUS_OFFSET + sizeof(drm_edu_accel_file_status) > len)
-    throw SystemError(EPROTO, "the completion page has no file status");
   static_assert(sizeof(drm_edu_accel_file_status::invalidations) == sizeof(std::uint64_t));
-  return reinterpret_cast<const std::uint64_t*>(page + DRM_EDU_ACCEL_FILE_STATUS_OFFSET +
+  return reinterpret_cast<const std::uint64_t*>(completion_page() + DRM_EDU_ACCEL_FILE_STATUS_OFFSET +
                                                 offsetof(drm_edu_accel_file_status, invalidations));
 }
 
@@ -271,9 +275,8 @@ QueueInfo DrmBackend::create_queue(std::uint32_t priority) {
   a.priority = priority;
   if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, &a)) throw_errno(errno, "QUEUE_CREATE");
   try {
-    std::size_t len = 0;
-    const unsigned char* page = completion_page(a.completion_handle, len);
-    if (a.completion_offset + sizeof(Completion) > len)
+    const unsigned char* page = completion_page();
+    if (a.completion_offset + sizeof(Completion) > DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE)
       throw SystemError(EPROTO, "QUEUE_CREATE: completion offset " + std::to_string(a.completion_offset) +
                                     " outside the page");
     return {a.queue, reinterpret_cast<const Completion*>(page + a.completion_offset)};

@@ -40,7 +40,7 @@ class DrmBackend final : public DeviceBackend {
 
  private:
   // Maps the file's completion page on first use (every queue shares it).
-  const unsigned char* completion_page(std::uint32_t handle, std::size_t& len);
+  const unsigned char* completion_page();
   const std::uint64_t* invalidation_counter() override;
   bool registration_stale(std::uint32_t handle) override;
 
@@ -56,7 +56,6 @@ class DrmBackend final : public DeviceBackend {
   std::string version_;
   std::mutex page_m_;
   const unsigned char* page_ = nullptr;
-  std::size_t page_len_ = 0;
 };
 
 // Render nodes bound to edu_accel, sorted by path.

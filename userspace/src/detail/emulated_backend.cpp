@@ -43,6 +43,7 @@ int priority_rank(std::uint32_t priority) noexcept {
   switch (priority) {
     case DRM_EDU_ACCEL_QUEUE_PRIORITY_LOW:
       return 0;
+    case DRM_EDU_ACCEL_QUEUE_PRIORITY_DEFAULT:
     case DRM_EDU_ACCEL_QUEUE_PRIORITY_NORMAL:
       return 1;
     case DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH:
@@ -344,7 +345,7 @@ SyncPoint EmulatedBackend::import_point(DeviceBackend& other, std::uint32_t time
     --relays_active_;
     throw;
   }
-  return {h, 0, 1};
+  return {h, DRM_EDU_ACCEL_SYNC_TIMELINE, 1};  // the relay raises its timeline to 1
 }
 
 std::shared_ptr<EmulatedBackend::Bo> EmulatedBackend::bo_locked(std::uint32_t handle,
@@ -414,10 +415,14 @@ std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyO
     job.dst.push_back(std::move(dst));
   }
   if (traffic > kMaxJobBytes)
-    throw_errno(E2BIG, "SUBMIT: " + std::to_string(traffic) + " bytes of device traffic in one job");
+    throw_errno(EMSGSIZE, "SUBMIT: " + std::to_string(traffic) + " bytes of device traffic in one job");
   auto timeline = [&](const SyncPoint& s) {
     auto it = timelines_.find(s.handle);
-    if (s.pad || it == timelines_.end()) throw_errno(EINVAL, "SUBMIT: syncobj " + std::to_string(s.handle));
+    if (it == timelines_.end()) throw_errno(ENOENT, "SUBMIT: syncobj " + std::to_string(s.handle));
+    // As the driver: a timeline sync names its point, a binary one none.
+    if ((s.flags & ~DRM_EDU_ACCEL_SYNC_FLAGS) || ((s.flags & DRM_EDU_ACCEL_SYNC_TIMELINE) != 0) != (s.point != 0))
+      throw_errno(EINVAL, "SUBMIT: syncobj " + std::to_string(s.handle) + " with flags " + std::to_string(s.flags) +
+                              " and point " + std::to_string(s.point));
     return std::make_pair(it->second, s.point);
   };
   for (const auto& s : in_syncs) job.in.push_back(timeline(s));
