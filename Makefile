@@ -70,7 +70,7 @@ coverage-report:
 		$$(find $(BUILD)/vm/runs -mindepth 1 -maxdepth 1 -name '*-coverage' $(if $(SINCE),-newer $(SINCE)))
 
 shell: all
-	qemu/run-vm.sh --config $(CONFIG) --shell
+	qemu/run-vm.sh --config $(CONFIG) --test-mode --shell
 
 # The driver's tracepoints during a two-process workload, as a timeline: build/trace/timeline.json
 # (ui.perfetto.dev, chrome://tracing) and timeline.png / .svg.

@@ -306,6 +306,11 @@ void edu_accel_debugfs_init(struct drm_minor *minor)
 	debugfs_create_file("state", 0444, minor->debugfs_root, edev, &state_fops);
 	debugfs_create_file("engine", 0444, minor->debugfs_root, edev, &engine_fops);
 	debugfs_create_file("queues", 0444, minor->debugfs_root, edev, &queues_fops);
+	debugfs_create_file("pins", 0444, minor->debugfs_root, edev, &clients_fops);
+	debugfs_create_file("bos", 0400, minor->debugfs_root, edev, &bos_fops);
+	debugfs_create_file("selftest", 0400, minor->debugfs_root, edev, &selftest_fops);
+	if (!edu_test_mode)
+		return;
 	/* Fault injection: ignore the next N DMA interrupts (the job then times out). */
 	debugfs_create_atomic_t("fault_drop_irqs", 0600, minor->debugfs_root,
 				&edev->engine.drop_irqs);
@@ -317,7 +322,4 @@ void edu_accel_debugfs_init(struct drm_minor *minor)
 	debugfs_create_bool("fault_selftest_stray_irq", 0600, minor->debugfs_root,
 			    &edev->fault_selftest_stray_irq);
 	debugfs_create_bool("fault_stuck_dma", 0600, minor->debugfs_root, &edev->fault_stuck_dma);
-	debugfs_create_file("pins", 0444, minor->debugfs_root, edev, &clients_fops);
-	debugfs_create_file("bos", 0400, minor->debugfs_root, edev, &bos_fops);
-	debugfs_create_file("selftest", 0400, minor->debugfs_root, edev, &selftest_fops);
 }

@@ -41,6 +41,16 @@ module_param(max_bounce_pct, uint, 0444);
 MODULE_PARM_DESC(max_bounce_pct,
 		 "Without an IOMMU, the share of the swiotlb bounce pool (shared by every device's streaming DMA) one device's BO mappings may hold, in percent; BO_USERPTR, BO_CREATE and imports fail with -ENOMEM past it (default 50)");
 
+/*
+ * As ivpu's test_mode: the debugfs fault knobs (dropped and raised interrupts, delays, a stuck
+ * engine) exist only when the module is loaded with it. An unsafe parameter, so setting it
+ * taints the kernel: no production system runs with knobs that fail jobs on purpose.
+ */
+bool edu_test_mode;
+module_param_named_unsafe(test_mode, edu_test_mode, bool, 0444);
+MODULE_PARM_DESC(test_mode,
+		 "Create the debugfs fault-injection knobs (tests only; taints the kernel) (default N)");
+
 /* Largest DMA segment: contiguous pages merge up to here (one segment per BO with an IOMMU). */
 #define EDU_MAX_SEGMENT		SZ_1G
 

@@ -135,4 +135,18 @@ static inline bool edu_range_reachable(struct edu_accel_device *edev, dma_addr_t
 void edu_client_put(struct edu_client *client);
 void edu_accel_debugfs_init(struct drm_minor *minor);
 
+/* Module parameter test_mode: the debugfs fault knobs exist. */
+extern bool edu_test_mode;
+
+/*
+ * Functions the fault-injection stress test makes fail through fail_function: only in a module
+ * built with EDU_FAULT_INJECTION=y (the debug kernel's), so a production module offers no
+ * way to fail them from outside.
+ */
+#ifdef EDU_ACCEL_FAULT_INJECTION
+#define EDU_ALLOW_ERROR_INJECTION(fname, type)	ALLOW_ERROR_INJECTION(fname, type)
+#else
+#define EDU_ALLOW_ERROR_INJECTION(fname, type)
+#endif
+
 #endif /* EDU_ACCEL_DRV_H */

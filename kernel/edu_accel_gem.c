@@ -60,7 +60,6 @@ static atomic_long_t edu_zone_dma_pages = ATOMIC_LONG_INIT(0);
  */
 static int edu_bo_check_direct(struct edu_accel_device *edev, struct edu_bo *bo)
 {
-	struct device *dev = &edev->pdev->dev;
 	struct scatterlist *sg;
 	int i;
 
@@ -68,9 +67,13 @@ static int edu_bo_check_direct(struct edu_accel_device *edev, struct edu_bo *bo)
 		dma_addr_t addr = sg_phys(sg);
 
 		if (!edu_range_reachable(edev, addr, sg->length)) {
-			/* One line per refused buffer: the caller only sees -ERANGE. */
-			dev_notice_ratelimited(dev, "refusing a buffer at %pad+0x%x: above the %u-bit DMA mask\n",
-					       &addr, sg->length, edev->dma_bits);
+			/*
+			 * Any user can ask for this: a debug category (drm.debug=0x2), not the log.
+			 * It says which page, where the caller only sees -ERANGE.
+			 */
+			drm_dbg_driver(&edev->drm,
+				       "refusing a buffer at %pad+0x%x: above the %u-bit DMA mask\n",
+				       &addr, sg->length, edev->dma_bits);
 			return -ERANGE;
 		}
 	}
@@ -84,9 +87,9 @@ static int edu_bo_check_mapped(struct edu_accel_device *edev, struct edu_bo *bo)
 
 	for_each_sgtable_dma_sg(&bo->sgt, sg, i) {
 		if (!edu_range_reachable(edev, sg_dma_address(sg), sg_dma_len(sg))) {
-			dev_notice_ratelimited(&edev->pdev->dev,
-					       "a mapping (IOMMU or exporter) above the %u-bit DMA mask\n",
-					       edev->dma_bits);
+			drm_dbg_driver(&edev->drm,
+				       "a mapping (IOMMU or exporter) above the %u-bit DMA mask\n",
+				       edev->dma_bits);
 			return -ERANGE;
 		}
 	}
@@ -203,7 +206,7 @@ free_table:
 	sg_free_table(&bo->sgt);
 	return ret;
 }
-ALLOW_ERROR_INJECTION(edu_bo_dma_map, ERRNO);
+EDU_ALLOW_ERROR_INJECTION(edu_bo_dma_map, ERRNO);
 
 /* Called with the device's obj_lock held once the BO is published (see edu_bo_unmap_all()). */
 static void edu_bo_dma_unmap_locked(struct edu_accel_device *edev, struct edu_bo *bo)
@@ -254,7 +257,7 @@ static noinline int edu_charge_locked_vm(struct user_struct *user, unsigned long
 	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, cur + npages));
 	return 0;
 }
-ALLOW_ERROR_INJECTION(edu_charge_locked_vm, ERRNO);
+EDU_ALLOW_ERROR_INJECTION(edu_charge_locked_vm, ERRNO);
 
 /*
  * Charges @bo's pages to the calling user (unless it may lock memory without limit) and
@@ -531,7 +534,7 @@ static noinline int edu_bo_alloc_pages(struct edu_accel_device *edev, struct edu
 	}
 	return 0;
 }
-ALLOW_ERROR_INJECTION(edu_bo_alloc_pages, ERRNO);
+EDU_ALLOW_ERROR_INJECTION(edu_bo_alloc_pages, ERRNO);
 
 /**
  * edu_bo_create - allocate zeroed, pinned, DMA-mapped pages
@@ -833,7 +836,7 @@ static noinline int edu_pin_user_range(struct edu_accel_device *edev, struct edu
 		unpin_user_pages(bo->pages, pinned);
 	return ret;
 }
-ALLOW_ERROR_INJECTION(edu_pin_user_range, ERRNO);
+EDU_ALLOW_ERROR_INJECTION(edu_pin_user_range, ERRNO);
 
 /*
  * Pins the range with its notifier in place, retrying while it changes under the pins (a

@@ -16,7 +16,6 @@
 #include <linux/delay.h>
 #include <linux/dma-fence-chain.h>
 #include <linux/dma-mapping.h>
-#include <linux/error-injection.h>
 #include <linux/kmemleak.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>

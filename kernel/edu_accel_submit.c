@@ -232,7 +232,7 @@ static noinline int edu_job_add_in_syncs(struct drm_file *file, struct edu_job *
 	}
 	return 0;
 }
-ALLOW_ERROR_INJECTION(edu_job_add_in_syncs, ERRNO);
+EDU_ALLOW_ERROR_INJECTION(edu_job_add_in_syncs, ERRNO);
 
 /**
  * struct edu_out_sync - an out-syncobj resolved before the job is pushed

@@ -14,6 +14,8 @@
 #                     this project's machines /dev/kvm exists but a KVM guest hangs in early
 #                     boot, so TCG is the default; icount configurations are TCG-only anyway.
 #   --module-args "..."  parameters for insmod edu_accel
+#   --test-mode       load it with test_mode=1: the debugfs fault knobs the tests use (an
+#                     unsafe parameter: it taints the guest kernel)
 #   --timeout SEC     hard limit for the whole run (default 900)
 #   --out DIR         where results land (default BUILD/vm/runs/CONFIG); the guest sees /out
 #   --shell           interactive shell on the serial console instead of a command
@@ -30,7 +32,7 @@ src=$(cd "$here/.." && pwd -P)
 build=${BUILD_DIR:-$src/build}
 mkdir -p "$build" && build=$(cd "$build" && pwd -P)
 
-config=noiommu timeout_s=900 out= shell=0 quiet=0 kvm=${VM_KVM:-off}
+config=noiommu timeout_s=900 out= shell=0 quiet=0 test_mode=0 kvm=${VM_KVM:-off}
 qtrace=()
 declare -A over=()
 while [ $# -gt 0 ]; do
@@ -44,6 +46,7 @@ while [ $# -gt 0 ]; do
 	--dma-mask) over[DMA_MASK]=$2; shift 2 ;;
 	--hotplug) over[HOTPLUG]=$2; shift 2 ;;
 	--module-args) over[EDU_KO_ARGS]=$2; shift 2 ;;
+	--test-mode) test_mode=1; shift ;;
 	--kvm) kvm=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
@@ -64,6 +67,7 @@ conf="$here/configs/$config.conf"
 # shellcheck source=/dev/null
 . "$conf"
 for k in "${!over[@]}"; do printf -v "$k" '%s' "${over[$k]}"; done
+[ "$test_mode" = 1 ] && EDU_KO_ARGS="${EDU_KO_ARGS:+$EDU_KO_ARGS }test_mode=1"
 if [ "$ICOUNT" = on ] && [ "$SMP" != 1 ]; then
 	echo "run-vm: icount hangs QEMU 7.2 with -smp $SMP; use --icount off" >&2
 	exit 2

@@ -23,4 +23,4 @@ fi
 # modpost cannot see the tree's exports without Module.symvers; the module still loads.
 # Instrumented for gcov (the debug kernel exports its counters in debugfs): every debug VM
 # run leaves the driver's line and branch counts in its output (scripts/coverage-report.sh).
-make -C "$dbg/linux" M="$out" EDU_SRC="$src" EDU_GCOV=y W=1 modules
+make -C "$dbg/linux" M="$out" EDU_SRC="$src" EDU_GCOV=y EDU_FAULT_INJECTION=y W=1 modules

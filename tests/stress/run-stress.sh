@@ -41,7 +41,7 @@ for run in "${runs[@]}"; do
 	# Counter snapshots per part (an instrumented module only): the fuzzer's own coverage.
 	gcov="--gcov-out /out/gcov-parts"
 	echo "run-stress: $config: edu_stress $args"
-	vmline=$("$src/qemu/run-vm.sh" --quiet --config "$config" --out "$out" --timeout "$timeout_s" -- \
+	vmline=$("$src/qemu/run-vm.sh" --quiet --test-mode --config "$config" --out "$out" --timeout "$timeout_s" -- \
 		"hostrun /host$bin $args $gcov" | tee /dev/stderr | grep '^VM-RESULT')
 	vm=$?
 	[ -n "$vmline" ] || vmline="VM-RESULT $config FAIL (no verdict; see $out)"

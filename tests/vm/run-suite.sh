@@ -53,7 +53,7 @@ if [ -z "$name" ]; then
 fi
 [ -n "${VM_SUITE_ENV:-}" ] && cmd="export ${VM_SUITE_ENV}; $cmd"
 out="$build/vm/runs/$config-$name"
-"$src/qemu/run-vm.sh" --quiet --config "$config" --out "$out" --timeout "${VM_TIMEOUT:-900}" -- \
+"$src/qemu/run-vm.sh" --quiet --test-mode --config "$config" --out "$out" --timeout "${VM_TIMEOUT:-900}" -- \
 	"rc=0; ${cmd}exit \$rc"
 vm=$?
 sum=0

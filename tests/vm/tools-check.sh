@@ -13,7 +13,9 @@ config=$1 bin=$(cd "$2" && pwd -P)
 build=$(cd "${BUILD_DIR:-$src/build}" 2>/dev/null && pwd -P || echo "$src/build")
 out="$build/vm/runs/$config-tools"
 "$src/qemu/run-vm.sh" --quiet --config "$config" --out "$out" -- \
-	"hostrun /host$bin/hostrt-demo > /out/demo.txt && hostrun /host$bin/hostrt-smi > /out/smi.txt &&
+	"echo \"test_mode=\$(cat /sys/module/edu_accel/parameters/test_mode)\" > /out/knobs.txt;
+	 ls /sys/kernel/debug/dri/*/ | grep -c '^fault_' >> /out/knobs.txt;
+	 hostrun /host$bin/hostrt-demo > /out/demo.txt && hostrun /host$bin/hostrt-smi > /out/smi.txt &&
 	 hostrun /host$bin/edu-inspect --copy --pool --check > /out/inspect.txt"
 vm=$?
 fail=0
@@ -28,6 +30,9 @@ devices=$(sed -n 's/^devices bound to edu_accel: //p' "$out/demo.txt" 2>/dev/nul
 [ "$(grep -cE '^ +[0-9]+  .* [0-9]+ +[0-9]+ ns +[0-9]+ +[0-9]+ KiB  \(this process\)$' "$out/smi.txt" 2>/dev/null)" -ge "${devices:-1}" ] ||
 	{ echo "FAIL: hostrt-smi's process lists (fdinfo) lack hostrt-smi itself"; fail=1; }
 check inspect.txt '^checks: [0-9]* passed, 0 failed'
+# Loaded as a user loads it (no test_mode): the fault knobs do not exist.
+check knobs.txt '^test_mode=N$'
+check knobs.txt '^0$'
 # The IOMMU maps each buffer as one IOVA range: a 1 MiB copy is then 2 * ceil(1 MiB / 4095).
 [ "$config" != iommu ] || check inspect.txt '^SUMMARY copy transfers=514 '
 cat "$out/demo.txt" "$out/smi.txt" "$out/inspect.txt" 2>/dev/null
