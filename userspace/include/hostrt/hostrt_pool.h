@@ -62,7 +62,13 @@ typedef struct hrtPoolStats {
 
 /* A pool on the device of `stream` (NULL: this thread's current device). props may be NULL. */
 hrtError_t hrtPoolCreate(hrtPool_t* pool, hrtStream_t stream, const hrtPoolProps* props);
-/* Waits for the pool's pending work, then returns all its memory. NULL is a no-op. */
+/*
+ * The handle is gone at once (and the pool stops being its device's current pool). As
+ * cudaMemPoolDestroy, blocks still allocated from it stay valid: copies may use them and
+ * hrtFreeAsync frees them; the pool returns its memory once none is left allocated and the
+ * device has finished with the freed ones (idle segments go back at once). It never waits for
+ * the device. NULL is a no-op.
+ */
 hrtError_t hrtPoolDestroy(hrtPool_t pool);
 
 hrtError_t hrtPoolMallocAsync(hrtPool_t pool, void** ptr, size_t size, hrtStream_t stream);

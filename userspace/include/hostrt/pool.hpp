@@ -171,6 +171,8 @@ class Pool {
   Pool(std::unique_ptr<detail::pool::SegmentSource> source, PoolOptions options);
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
+  // Blocks of PoolBuffers and PoolMemoryResources stay valid past it (they hold the pool's
+  // internals); raw allocate() blocks must be freed first: nothing can free them afterwards.
   ~Pool();
 
   void* allocate(std::size_t bytes, Stream& stream);
@@ -222,6 +224,11 @@ class Pool {
 
  private:
   friend class detail::DeviceCore;
+  friend class PoolBuffer;
+  friend class PoolMemoryResource;
+  // serves(), for handles that outlive the Pool: its own device, or one the list allows.
+  static bool serves(const detail::DeviceCore* own, const detail::AccessList* access,
+                     const std::shared_ptr<detail::DeviceCore>& device);
   struct DefaultPoolTag {};
   // A device's default pool, owned by the device's internals (which it does not keep alive).
   Pool(DefaultPoolTag, detail::DeviceCore& device);
@@ -246,7 +253,9 @@ bool describe_pool_block(const void* p, PoolBlockInfo& info);
 }  // namespace detail
 
 // One block of a Pool, freed on its stream when the handle goes. Movable. It holds the
-// stream's internals, not the Stream handle: the handle may be moved or destroyed first.
+// stream's internals, not the Stream handle, and the pool's internals, not the Pool: either
+// may be moved or destroyed first (the block stays valid until the handle frees it, as
+// cudaMemPoolDestroy leaves blocks valid until they are freed).
 class PoolBuffer {
  public:
   PoolBuffer() noexcept = default;
@@ -269,7 +278,11 @@ class PoolBuffer {
   void* release() noexcept;
 
  private:
-  Pool* pool_ = nullptr;
+  // A device owns its default pool: held first, so that it goes after the pool's core.
+  std::shared_ptr<const void> keep_device_;
+  std::shared_ptr<detail::pool::PoolCore> core_;
+  std::shared_ptr<const detail::AccessList> access_;  // for record_stream's check
+  const detail::DeviceCore* device_ = nullptr;        // the pool's own device
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
   std::shared_ptr<detail::StreamCore> stream_;
@@ -279,19 +292,23 @@ class PoolBuffer {
 //   hostrt::PoolMemoryResource mr(pool, stream);
 //   std::pmr::vector<float> v(&mr);
 // Frees are stream-ordered on `stream` (or have no stream when constructed without one). The
-// resource holds the stream's internals, so the Stream handle may be moved or destroyed first.
+// resource holds the stream's and the pool's internals, so the Stream handle and the Pool may
+// be moved or destroyed first: frees then still work, and allocations throw InvalidArgument
+// (a destroyed pool hands out nothing more).
 // Alignments up to 64 are honoured; larger ones throw InvalidArgument.
 class PoolMemoryResource : public std::pmr::memory_resource {
  public:
   explicit PoolMemoryResource(Pool& pool, Stream* stream = nullptr) noexcept;
-  Pool& pool() const noexcept { return *pool_; }
 
  private:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override;
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment) override;
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override;
 
-  Pool* pool_;
+  std::shared_ptr<const void> keep_device_;  // as PoolBuffer's: destroyed after the core
+  std::shared_ptr<detail::pool::PoolCore> core_;
+  std::shared_ptr<const detail::AccessList> access_;
+  const detail::DeviceCore* device_ = nullptr;
   std::shared_ptr<detail::StreamCore> stream_;  // empty: no stream
 };
 

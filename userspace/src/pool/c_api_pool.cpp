@@ -3,12 +3,15 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <shared_mutex>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "detail/c_api_support.hpp"
 #include "detail/device_core.hpp"
@@ -91,6 +94,62 @@ hrtPool* default_pool_handle(hostrt::Device& device) {
 
 bool is_default_handle(hrtPool_t p) { return p->owned == nullptr; }
 
+// Pools hrtPoolDestroy could not destroy yet because blocks are still allocated from them:
+// as cudaMemPoolDestroy, the blocks stay valid until freed (hrtFreeAsync still finds them),
+// and the pool goes once nothing is allocated or pending in it. Never destroyed itself.
+struct Retired {
+  std::mutex m;
+  std::vector<std::unique_ptr<hrtPool>> pools;
+  std::atomic<bool> any{false};  // hrtFreeAsync's check, without the lock
+  // Held shared by every hrtFreeAsync for its whole call, exclusively to destroy a pool: a
+  // free that found a retired pool may still be inside it when its last block is back.
+  std::shared_mutex frees;
+};
+Retired& retired() {
+  static Retired* r = new Retired;
+  return *r;
+}
+
+bool idle(hostrt::Pool& pool) {
+  if (pool.stats().allocated_bytes != 0) return false;
+  pool.trim(0);  // takes back the pending frees the device has finished with, without waiting
+  return pool.stats().pending_free_bytes == 0;
+}
+
+// Destroys the retired pools that are idle: outside the lock, since destroying a pool
+// returns its segments to the driver.
+void reap_retired() {
+  auto& r = retired();
+  if (!r.any.load(std::memory_order_acquire)) return;
+  std::vector<std::unique_ptr<hrtPool>> done;
+  {
+    std::lock_guard lk(r.m);
+    for (auto& p : r.pools) {
+      try {
+        if (idle(*p->pool)) done.push_back(std::move(p));
+      } catch (...) {  // a lost device: keep it; its blocks may still be freed
+      }
+    }
+    std::erase(r.pools, nullptr);
+    r.any.store(!r.pools.empty(), std::memory_order_release);
+  }
+  if (done.empty()) return;
+  std::unique_lock wait_frees(r.frees);
+  done.clear();
+}
+
+void retire(hrtPool* pool) {
+  // The handle is gone: no allocation reaches the pool through it, nor as the device's
+  // current pool (hrtMallocAsync).
+  if (hostrt::detail::DeviceCore* d = pool->pool->device_core()) d->forget_mem_pool(pool->pool);
+  pool->pool->set_release_threshold(0);  // idle segments go back at once
+  std::unique_ptr<hrtPool> owned(pool);
+  auto& r = retired();
+  std::lock_guard lk(r.m);
+  r.pools.push_back(std::move(owned));
+  r.any.store(true, std::memory_order_release);
+}
+
 }  // namespace
 
 // The device is closed: its default pool refuses allocations from now on. Its handle goes
@@ -156,7 +215,11 @@ hrtError_t hrtPoolDestroy(hrtPool_t pool) {
     expect(!Pools::instance().contains(pool) || !is_default_handle(pool), hrtErrorInvalidValue,
            "a device's default pool cannot be destroyed");
     expect(Pools::instance().remove(pool), hrtErrorInvalidResourceHandle, "unknown or destroyed pool");
-    delete pool;
+    if (idle(*pool->pool))
+      delete pool;
+    else
+      retire(pool);
+    reap_retired();
   });
 }
 
@@ -307,8 +370,9 @@ hrtError_t hrtMallocAsync(void** ptr, size_t size, hrtStream_t stream) {
 }
 
 hrtError_t hrtFreeAsync(void* ptr, hrtStream_t stream) {
-  return guarded(__func__, [&] {
+  const hrtError_t rc = guarded(__func__, [&] {
     if (ptr == nullptr) return;
+    std::shared_lock no_pool_destroyed(retired().frees);
     hostrt::Pool* owner = hostrt::detail::find_pool(ptr);
     expect(owner != nullptr, hrtErrorInvalidValue, "pointer was not allocated from a pool");
     if (stream != nullptr) {
@@ -327,6 +391,8 @@ hrtError_t hrtFreeAsync(void* ptr, hrtStream_t stream) {
     }
     owner->deallocate(ptr);
   });
+  reap_retired();  // its last free may have made a destroyed pool idle
+  return rc;
 }
 
 }  // extern "C"

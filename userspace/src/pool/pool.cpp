@@ -31,13 +31,16 @@ using detail::pool::StreamRef;
 
 // A stream of another device than the pool's: fine when that device was given access,
 // WrongDevice otherwise. Out of line: the warm path only compares the device.
-[[gnu::noinline, gnu::cold]] void check_other_device(const char* what, const detail::StreamCore& s,
-                                                     const Pool& pool) {
-  if (pool.serves(s.device())) return;
+[[noreturn, gnu::noinline, gnu::cold]] void throw_other_device(const char* what, const detail::StreamCore& s,
+                                                               const detail::DeviceCore& own) {
   throw WrongDevice(EXDEV, std::string("pool: ") + what + ": a stream of another device (device " +
                                std::to_string(s.device()->index()) + ") than the pool's (device " +
-                               std::to_string(pool.device_core()->index()) +
-                               "), not given access (Pool::set_access)");
+                               std::to_string(own.index()) + "), not given access (Pool::set_access)");
+}
+
+[[gnu::noinline, gnu::cold]] void check_other_device(const char* what, const detail::StreamCore& s,
+                                                     const Pool& pool) {
+  if (!pool.serves(s.device())) throw_other_device(what, s, *pool.device_core());
 }
 
 // The pool's view of a stream, refused when the stream is empty or of a device without
@@ -175,6 +178,9 @@ Pool::~Pool() {
   // The device's internals are alive: the segment source holds them (the default pool's
   // owner is destroying it).
   if (device_ != nullptr) device_->forget_mem_pool(this);
+  // PoolBuffers and PoolMemoryResources may hold the core on: their blocks stay valid and
+  // can be freed, nothing more is allocated.
+  core_->owner_destroyed();
 }
 
 void* Pool::allocate(std::size_t bytes, Stream& stream) {
@@ -205,7 +211,12 @@ void Pool::set_access(const Device& device, bool enabled) {
 bool Pool::has_access(const Device& device) const { return device.core() && serves(device.core()); }
 
 bool Pool::serves(const std::shared_ptr<detail::DeviceCore>& device) const {
-  return device.get() == device_ || (access_ && access_->allows(device));
+  return serves(device_, access_.get(), device);
+}
+
+bool Pool::serves(const detail::DeviceCore* own, const detail::AccessList* access,
+                  const std::shared_ptr<detail::DeviceCore>& device) {
+  return device.get() == own || (access != nullptr && access->allows(device));
 }
 std::size_t Pool::block_size(const void* p) const { return core_->block_size(p); }
 
@@ -227,10 +238,19 @@ void Pool::reset_peak_stats() { core_->reset_peak_stats(); }
 // ---- PoolBuffer ----------------------------------------------------------------------------
 
 PoolBuffer::PoolBuffer(Pool& pool, void* p, std::size_t bytes, Stream& stream) noexcept
-    : pool_(&pool), ptr_(p), size_(bytes), stream_(stream.core()) {}
+    : keep_device_(pool.device_ != nullptr ? pool.device_->shared_from_this() : nullptr),
+      core_(pool.core_),
+      access_(pool.access_),
+      device_(pool.device_),
+      ptr_(p),
+      size_(bytes),
+      stream_(stream.core()) {}
 
 PoolBuffer::PoolBuffer(PoolBuffer&& o) noexcept
-    : pool_(std::exchange(o.pool_, nullptr)),
+    : keep_device_(std::move(o.keep_device_)),
+      core_(std::move(o.core_)),
+      access_(std::move(o.access_)),
+      device_(std::exchange(o.device_, nullptr)),
       ptr_(std::exchange(o.ptr_, nullptr)),
       size_(std::exchange(o.size_, 0)),
       stream_(std::move(o.stream_)) {}
@@ -238,7 +258,10 @@ PoolBuffer::PoolBuffer(PoolBuffer&& o) noexcept
 PoolBuffer& PoolBuffer::operator=(PoolBuffer&& o) noexcept {
   if (this != &o) {
     reset();
-    pool_ = std::exchange(o.pool_, nullptr);
+    keep_device_ = std::move(o.keep_device_);
+    core_ = std::move(o.core_);
+    access_ = std::move(o.access_);
+    device_ = std::exchange(o.device_, nullptr);
     ptr_ = std::exchange(o.ptr_, nullptr);
     size_ = std::exchange(o.size_, 0);
     stream_ = std::move(o.stream_);
@@ -248,23 +271,33 @@ PoolBuffer& PoolBuffer::operator=(PoolBuffer&& o) noexcept {
 
 void PoolBuffer::record_stream(Stream& other) {
   if (ptr_ == nullptr) throw InvalidArgument(EINVAL, "pool: record_stream on an empty PoolBuffer");
-  pool_->record_stream(ptr_, other);
+  detail::StreamCore* s = other.core().get();
+  if (s == nullptr) throw_empty_stream();
+  if (device_ != nullptr && !Pool::serves(device_, access_.get(), s->device()))
+    throw_other_device("record_stream", *s, *device_);
+  core_->record_stream(ptr_, detail::pool::stream_ref(*s));
 }
 
 void PoolBuffer::reset() noexcept {
   if (ptr_ == nullptr) return;
   try {
-    pool_->core().deallocate(ptr_, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
+    core_->deallocate(ptr_, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
   } catch (...) {  // destructors never throw; see the header
   }
   ptr_ = nullptr;
-  pool_ = nullptr;
+  core_.reset();  // before the device it may need
+  access_.reset();
+  device_ = nullptr;
+  keep_device_.reset();
   stream_.reset();
   size_ = 0;
 }
 
 void* PoolBuffer::release() noexcept {
-  pool_ = nullptr;
+  core_.reset();
+  access_.reset();
+  device_ = nullptr;
+  keep_device_.reset();
   stream_.reset();
   size_ = 0;
   return std::exchange(ptr_, nullptr);
@@ -273,24 +306,28 @@ void* PoolBuffer::release() noexcept {
 // ---- PoolMemoryResource --------------------------------------------------------------------
 
 PoolMemoryResource::PoolMemoryResource(Pool& pool, Stream* stream) noexcept
-    : pool_(&pool), stream_(stream != nullptr ? stream->core() : nullptr) {}
+    : keep_device_(pool.device_ != nullptr ? pool.device_->shared_from_this() : nullptr),
+      core_(pool.core_),
+      access_(pool.access_),
+      device_(pool.device_),
+      stream_(stream != nullptr ? stream->core() : nullptr) {}
 
 void* PoolMemoryResource::do_allocate(std::size_t bytes, std::size_t alignment) {
   if (alignment > detail::pool::kAlignment)
     throw InvalidArgument(EINVAL, "pool: alignment " + std::to_string(alignment) + " above 64");
-  const detail::DeviceCore* device = pool_->device_core();
-  if (stream_ && device != nullptr && stream_->device().get() != device) [[unlikely]]
-    check_other_device("PoolMemoryResource", *stream_, *pool_);
-  return pool_->core().allocate(bytes, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
+  if (stream_ && device_ != nullptr && stream_->device().get() != device_ &&
+      !Pool::serves(device_, access_.get(), stream_->device())) [[unlikely]]
+    throw_other_device("PoolMemoryResource", *stream_, *device_);
+  return core_->allocate(bytes, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
 }
 
 void PoolMemoryResource::do_deallocate(void* p, std::size_t, std::size_t) {
-  pool_->core().deallocate(p, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
+  core_->deallocate(p, stream_ ? detail::pool::stream_ref(*stream_) : StreamRef{});
 }
 
 bool PoolMemoryResource::do_is_equal(const std::pmr::memory_resource& other) const noexcept {
   const auto* o = dynamic_cast<const PoolMemoryResource*>(&other);
-  return o != nullptr && o->pool_ == pool_ && o->stream_ == stream_;
+  return o != nullptr && o->core_ == core_ && o->stream_ == stream_;
 }
 
 // ---- the pools of the process -------------------------------------------------------------

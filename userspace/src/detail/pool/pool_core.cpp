@@ -184,8 +184,16 @@ void PoolCore::source_closed() noexcept {
   flush_epoch_.fetch_add(1, std::memory_order_release);  // every warm path misses from now on
 }
 
+void PoolCore::owner_destroyed() noexcept {
+  owner_destroyed_.store(true, std::memory_order_relaxed);
+  source_closed();
+}
+
 namespace {
-[[noreturn]] void throw_closed(const char* what) {
+[[noreturn]] void throw_closed(const char* what, bool owner_destroyed) {
+  if (owner_destroyed)
+    throw InvalidArgument(EINVAL, std::string("pool: ") + what + ": the Pool was destroyed (its blocks stay " +
+                                      "valid until freed; nothing more is allocated from it)");
   throw DeviceLost(ENODEV, std::string("pool: ") + what + ": the pool's device was closed (its blocks stay " +
                                "valid until freed; allocate from a pool of an open device)");
 }
@@ -219,7 +227,7 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
 
 [[gnu::noinline]] void* PoolCore::allocate_slow(std::size_t bytes, StreamRef home) {
   check_process("allocate");
-  if (closed()) throw_closed("allocate");
+  if (closed()) throw_closed("allocate", owner_destroyed_.load(std::memory_order_relaxed));
   if (bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: allocate of " + std::to_string(bytes) + " bytes");
   const std::size_t rounded = block_size_for(bytes);
@@ -668,7 +676,7 @@ void PoolCore::sample_peaks_locked() noexcept {
 
 void PoolCore::reserve(std::size_t large_bytes, std::size_t small_bytes) {
   check_process("reserve");
-  if (closed()) throw_closed("reserve");
+  if (closed()) throw_closed("reserve", owner_destroyed_.load(std::memory_order_relaxed));
   if (large_bytes > kMaxRequest || small_bytes > kMaxRequest)
     throw InvalidArgument(EINVAL, "pool: reserve of more than 2^46 bytes");
   auto one = [this](std::size_t bytes, SizeClass cls) {

@@ -80,6 +80,10 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // path nothing. Idempotent.
   void source_closed() noexcept;
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+  // The hostrt::Pool that owned this core was destroyed while PoolBuffers or
+  // PoolMemoryResources still hold it (as cudaMemPoolDestroy, blocks stay valid until freed):
+  // closed as above, with that reason in the errors.
+  void owner_destroyed() noexcept;
 
   // Internal: a thread that used this pool is exiting.
   void retire(CacheLink& link) noexcept;
@@ -117,6 +121,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::atomic<std::size_t> release_threshold_;
   std::atomic<std::uint64_t> flush_epoch_{0};
   std::atomic<bool> closed_{false};
+  std::atomic<bool> owner_destroyed_{false};
   // A cache's epoch_seen once the pool is closed: flush_epoch_ never gets there.
   static constexpr std::uint64_t kClosedEpoch = ~std::uint64_t{0};
   std::uint64_t epoch_for_caches() const noexcept {
