@@ -13,6 +13,9 @@
 #   --kvm on|off      KVM for configurations without icount (default off, or $VM_KVM). On
 #                     this project's machines /dev/kvm exists but a KVM guest hangs in early
 #                     boot, so TCG is the default; icount configurations are TCG-only anyway.
+#   --icount-shift N|auto  instructions per guest ns as 2^N (default auto, which speeds the
+#                     guest clock up and down with the host's load in steps of 2x: use a
+#                     fixed 0 to time kernel work side by side)
 #   --module-args "..."  parameters for insmod edu_accel
 #   --test-mode       load it with test_mode=1: the debugfs fault knobs the tests use (an
 #                     unsafe parameter: it taints the guest kernel)
@@ -32,7 +35,7 @@ src=$(cd "$here/.." && pwd -P)
 build=${BUILD_DIR:-$src/build}
 mkdir -p "$build" && build=$(cd "$build" && pwd -P)
 
-config=noiommu timeout_s=900 out= shell=0 quiet=0 test_mode=0 kvm=${VM_KVM:-off}
+config=noiommu timeout_s=900 out= shell=0 quiet=0 test_mode=0 icount_shift=auto kvm=${VM_KVM:-off}
 qtrace=()
 declare -A over=()
 while [ $# -gt 0 ]; do
@@ -43,6 +46,7 @@ while [ $# -gt 0 ]; do
 	--edu) over[EDU]=$2; shift 2 ;;
 	--iommu) over[IOMMU]=$2; shift 2 ;;
 	--icount) over[ICOUNT]=$2; shift 2 ;;
+	--icount-shift) icount_shift=$2; shift 2 ;;
 	--dma-mask) over[DMA_MASK]=$2; shift 2 ;;
 	--hotplug) over[HOTPLUG]=$2; shift 2 ;;
 	--module-args) over[EDU_KO_ARGS]=$2; shift 2 ;;
@@ -113,7 +117,7 @@ printf '%s\n' "$cmd" > "$out/cmd.sh"
 
 accel=(-accel tcg -cpu max)
 if [ "$ICOUNT" = on ]; then
-	accel+=(-icount shift=auto,sleep=off)
+	accel+=(-icount "shift=$icount_shift,sleep=off")
 elif [ "$kvm" = on ]; then
 	accel=(-accel kvm -cpu host)
 fi

@@ -182,6 +182,9 @@ struct drm_edu_accel_bo_create {
  * are freed, once no job uses them. Imported dma-bufs count too.
  * The charge is the user's (what all of the user's processes have pinned through this driver
  * counts against the caller's limit), as io_uring's registered buffers are.
+ * Under an IOMMU the device's address space is its DMA mask's (256 MiB at 28 bits), and the
+ * IOMMU's lazy flush gives released registrations' addresses back some milliseconds later:
+ * a registration may wait for them (at most about 200 ms) before it fails with -ENOMEM.
  * Offsets in copy operations on this BO count from @user_ptr, not from its page.
  * -EFAULT: part of the range is not mapped, or is read-only without the READONLY flag.
  * -ERANGE: the device cannot address some of the pages (no IOMMU, pages above its DMA mask).
