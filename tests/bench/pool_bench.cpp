@@ -34,7 +34,9 @@
 #include <vector>
 
 #include "detail/pool/segment_source.hpp"
+#include "hostrt/hostrt.h"
 #include "hostrt/hostrt.hpp"
+#include "hostrt/hostrt_pool.h"
 #include "hostrt/pool.hpp"
 
 #ifndef HOSTRT_BENCH_NO_JEMALLOC
@@ -110,6 +112,42 @@ void BM_Pair_pool_nostream(benchmark::State& st) {
     void* p = e.pool.allocate(n);
     touch(p);
     e.pool.deallocate(p);
+  }
+}
+
+// The C API's pairs on the emulated backend (main sets HOSTRT_BACKEND): a user pool's
+// handle, and hrtMallocAsync/hrtFreeAsync, whose free finds the block's pool itself.
+struct CApiEnv {
+  hrtStream_t stream = nullptr;
+  hrtPool_t pool = nullptr;
+  CApiEnv() {
+    if (hrtSetDevice(0) || hrtStreamCreate(&stream) || hrtPoolCreate(&pool, stream, nullptr)) std::exit(3);
+  }
+  static CApiEnv& get() {
+    static CApiEnv e;
+    return e;
+  }
+};
+
+void BM_Pair_capi_pool(benchmark::State& st) {
+  auto& e = CApiEnv::get();
+  const auto n = static_cast<std::size_t>(st.range(0));
+  void* p = nullptr;
+  for (auto _ : st) {
+    if (hrtPoolMallocAsync(e.pool, &p, n, e.stream)) std::exit(3);
+    touch(p);
+    hrtPoolFreeAsync(e.pool, p, e.stream);
+  }
+}
+
+void BM_Pair_capi_async(benchmark::State& st) {
+  auto& e = CApiEnv::get();
+  const auto n = static_cast<std::size_t>(st.range(0));
+  void* p = nullptr;
+  for (auto _ : st) {
+    if (hrtMallocAsync(&p, n, e.stream)) std::exit(3);
+    touch(p);
+    hrtFreeAsync(p, e.stream);
   }
 }
 
@@ -438,6 +476,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--driver")
     return driver_comparison(argc > 2 && std::string(argv[2]) == "emulated" ? hostrt::Backend::Emulated
                                                                             : hostrt::Backend::Drm);
+  ::setenv("HOSTRT_BACKEND", "emulated", 1);  // the C API's pairs, as the C++ ones
   // The two sides of the headline ratio run 3 times each and keep their best (the shared
   // machine's noise hits single runs: one run had the pool's 64 B pair 20% slower than the
   // next). The other contenders are for reference and run once.
@@ -448,6 +487,8 @@ int main(int argc, char** argv) {
   }
   for (auto* b : {
            benchmark::RegisterBenchmark("Pair/pool_nostream", BM_Pair_pool_nostream),
+           benchmark::RegisterBenchmark("Pair/capi_pool", BM_Pair_capi_pool),
+           benchmark::RegisterBenchmark("Pair/capi_async", BM_Pair_capi_async),
            benchmark::RegisterBenchmark("Pair/glibc", BM_Pair_glibc),
 #ifndef HOSTRT_BENCH_NO_JEMALLOC
            benchmark::RegisterBenchmark("Pair/jemalloc", BM_Pair_jemalloc),
@@ -471,7 +512,7 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
 
   // 1. Pairs: ratio per size; the headline is the worst size.
-  double worst = 0, log_sum = 0;
+  double worst = 0, log_sum = 0, capi_worst = 0;
   int count = 0;
   for (auto n : kPairSizes) {
     const std::string arg = "/" + std::to_string(n);
@@ -481,10 +522,14 @@ int main(int argc, char** argv) {
     worst = std::max(worst, ratio);
     log_sum += std::log(ratio);
     ++count;
-    for (const char* who : {"pool", "pool_nostream", "mimalloc", "glibc", "jemalloc"})
+    for (const char* who : {"pool", "pool_nostream", "capi_pool", "capi_async", "mimalloc", "glibc", "jemalloc"})
       if (auto it = g_results.find(std::string("Pair/") + who + arg); it != g_results.end())
         metric(std::string("pair_ns_") + who + "_" + std::to_string(n), it->second.ns_per_iter, "ns");
+    if (auto c = g_results.find("Pair/capi_async" + arg); c != g_results.end())
+      capi_worst = std::max(capi_worst, c->second.ns_per_iter / pool->second.ns_per_iter);
   }
+  // What the C API adds to the C++ pair (handle checks, hrtFreeAsync finding the pool).
+  if (capi_worst > 0) metric("capi_vs_cpp_pair_ratio", capi_worst, "ratio");
   if (count > 0) {
     metric("pool_vs_mimalloc_ratio", worst, "ratio");
     metric("pool_vs_mimalloc_ratio_geomean", std::exp(log_sum / count), "ratio");
