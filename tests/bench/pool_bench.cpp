@@ -522,7 +522,8 @@ int main(int argc, char** argv) {
     worst = std::max(worst, ratio);
     log_sum += std::log(ratio);
     ++count;
-    for (const char* who : {"pool", "pool_nostream", "capi_pool", "capi_async", "mimalloc", "glibc", "jemalloc"})
+    for (const char* who :
+         {"pool", "pool_nostream", "capi_pool", "capi_async", "mimalloc", "glibc", "jemalloc"})
       if (auto it = g_results.find(std::string("Pair/") + who + arg); it != g_results.end())
         metric(std::string("pair_ns_") + who + "_" + std::to_string(n), it->second.ns_per_iter, "ns");
     if (auto c = g_results.find("Pair/capi_async" + arg); c != g_results.end())

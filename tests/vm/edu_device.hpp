@@ -153,7 +153,8 @@ inline const unsigned char* map_completion_page(int fd) {
   drm_edu_accel_get_param p{};
   p.param = DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET;
   if (call(fd, DRM_IOCTL_EDU_ACCEL_GET_PARAM, p)) return nullptr;
-  void* m = mmap(nullptr, DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(p.value));
+  void* m = mmap(nullptr, DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE, PROT_READ, MAP_SHARED, fd,
+                 static_cast<off_t>(p.value));
   return m == MAP_FAILED ? nullptr : static_cast<const unsigned char*>(m);
 }
 

@@ -70,8 +70,8 @@ class JobTest : public ::testing::Test {
     ASSERT_GE(fd(), 0);
     pins_before_ = pins_outstanding();
     queue_ = make_queue();
-    ASSERT_NE(page_, nullptr) << "no completion page: is this driver's interface " << DRM_EDU_ACCEL_VERSION_MAJOR
-                              << ".x?";
+    ASSERT_NE(page_, nullptr) << "no completion page: is this driver's interface "
+                              << DRM_EDU_ACCEL_VERSION_MAJOR << ".x?";
   }
   void TearDown() override {
     for (auto& [p, n] : maps_) munmap(p, n);
@@ -617,7 +617,8 @@ INSTANTIATE_TEST_SUITE_P(
             return submit(b.fd(), q, &o, 1, nullptr, 0, &out, 1)),
         BAD("SubmitExtensions", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             drm_edu_accel_submit a{}; a.queue = q; a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(1, &o);
-            a.extensions = reinterpret_cast<uintptr_t>(&o); return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
+            a.extensions = reinterpret_cast<uintptr_t>(&o);
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
         BAD("TooManyInSyncs", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             std::vector<drm_edu_accel_sync> in(17, sync_point(b.syncobj()));
             return submit(b.fd(), q, &o, 1, in.data(), 17, nullptr, 0)),
@@ -670,7 +671,8 @@ INSTANTIATE_TEST_SUITE_P(
         BAD("QueueCreateReserved", EINVAL, drm_edu_accel_queue_create c{}; c.reserved[2] = 1;
             return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
         BAD("QueueCreateUnknownPriority", EINVAL, drm_edu_accel_queue_create c{};
-            c.priority = DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH + 1; return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
+            c.priority = DRM_EDU_ACCEL_QUEUE_PRIORITY_HIGH + 1;
+            return call(b.fd(), DRM_IOCTL_EDU_ACCEL_QUEUE_CREATE, c)),
         BAD("OpStrideBelowTheFirstLayout", EINVAL, auto o = op(DRM_EDU_ACCEL_OP_H2H, s, 0, d, 0, 10);
             drm_edu_accel_submit a{}; a.queue = q; a.ops = DRM_EDU_ACCEL_OBJ_ARRAY(1, &o); a.ops.stride = 32;
             return call(b.fd(), DRM_IOCTL_EDU_ACCEL_SUBMIT, a)),
@@ -1074,7 +1076,8 @@ TEST_F(JobTest, OversizedJobIsRefused) {
   EXPECT_EQ(submit(fd(), queue_, &o, 1, nullptr, 0, nullptr, 0), EMSGSIZE);
   std::vector<drm_edu_accel_copy_op> many(
       2, op(DRM_EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, mib * kMiB / 4 + 1));
-  EXPECT_EQ(submit(fd(), queue_, many.data(), 2, nullptr, 0, nullptr, 0), EMSGSIZE) << "the budget is per job";
+  EXPECT_EQ(submit(fd(), queue_, many.data(), 2, nullptr, 0, nullptr, 0), EMSGSIZE)
+      << "the budget is per job";
   auto small = op(DRM_EDU_ACCEL_OP_H2H, a.handle, 0, b.handle, 0, 3 * kChunk);
   EXPECT_EQ(submit(fd(), queue_, &small, 1, nullptr, 0, nullptr, 0), 0);
 }

@@ -242,16 +242,18 @@ const unsigned char* DrmBackend::completion_page() {
   if (page_) return page_;
   drm_edu_accel_get_param p{};
   p.param = DRM_EDU_ACCEL_PARAM_COMPLETION_MMAP_OFFSET;
-  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_GET_PARAM, &p)) throw_errno(errno, "GET_PARAM COMPLETION_MMAP_OFFSET");
-  void* m = mmap(nullptr, DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(p.value));
+  if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_GET_PARAM, &p))
+    throw_errno(errno, "GET_PARAM COMPLETION_MMAP_OFFSET");
+  void* m = mmap(nullptr, DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE, PROT_READ, MAP_SHARED, fd_,
+                 static_cast<off_t>(p.value));
   if (m == MAP_FAILED) throw_errno(errno, "mmap of the completion page");
   const auto* page = static_cast<const unsigned char*>(m);
   drm_edu_accel_file_status st{};
   std::memcpy(&st, page + DRM_EDU_ACCEL_FILE_STATUS_OFFSET, sizeof(st));
   if (st.layout != DRM_EDU_ACCEL_COMPLETION_LAYOUT) {
     munmap(m, DRM_EDU_ACCEL_COMPLETION_PAGE_SIZE);
-    throw SystemError(EPROTO, "the completion page has layout " + std::to_string(st.layout) + ", this runtime reads " +
-                                  std::to_string(DRM_EDU_ACCEL_COMPLETION_LAYOUT));
+    throw SystemError(EPROTO, "the completion page has layout " + std::to_string(st.layout) +
+                                  ", this runtime reads " + std::to_string(DRM_EDU_ACCEL_COMPLETION_LAYOUT));
   }
   page_ = page;
   return page_;

@@ -420,9 +420,10 @@ std::uint64_t EmulatedBackend::submit(std::uint32_t queue, std::span<const CopyO
     auto it = timelines_.find(s.handle);
     if (it == timelines_.end()) throw_errno(ENOENT, "SUBMIT: syncobj " + std::to_string(s.handle));
     // As the driver: a timeline sync names its point, a binary one none.
-    if ((s.flags & ~DRM_EDU_ACCEL_SYNC_FLAGS) || ((s.flags & DRM_EDU_ACCEL_SYNC_TIMELINE) != 0) != (s.point != 0))
-      throw_errno(EINVAL, "SUBMIT: syncobj " + std::to_string(s.handle) + " with flags " + std::to_string(s.flags) +
-                              " and point " + std::to_string(s.point));
+    if ((s.flags & ~DRM_EDU_ACCEL_SYNC_FLAGS) ||
+        ((s.flags & DRM_EDU_ACCEL_SYNC_TIMELINE) != 0) != (s.point != 0))
+      throw_errno(EINVAL, "SUBMIT: syncobj " + std::to_string(s.handle) + " with flags " +
+                              std::to_string(s.flags) + " and point " + std::to_string(s.point));
     return std::make_pair(it->second, s.point);
   };
   for (const auto& s : in_syncs) job.in.push_back(timeline(s));

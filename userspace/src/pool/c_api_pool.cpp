@@ -1,9 +1,9 @@
 // The pool's C API (hostrt_pool.h): thin wrappers over hostrt::Pool, sharing the runtime's
 // handles, status translation and per-thread last error (detail/c_api_support.hpp).
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <limits>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -192,7 +192,8 @@ void PoolCore::owner_destroyed() noexcept {
 namespace {
 [[noreturn]] void throw_closed(const char* what, bool owner_destroyed) {
   if (owner_destroyed)
-    throw InvalidArgument(EINVAL, std::string("pool: ") + what + ": the Pool was destroyed (its blocks stay " +
+    throw InvalidArgument(EINVAL, std::string("pool: ") + what +
+                                      ": the Pool was destroyed (its blocks stay " +
                                       "valid until freed; nothing more is allocated from it)");
   throw DeviceLost(ENODEV, std::string("pool: ") + what + ": the pool's device was closed (its blocks stay " +
                                "valid until freed; allocate from a pool of an open device)");
