@@ -9,7 +9,12 @@ src=$(cd "$(dirname "$0")/.." && pwd -P)
 out=$1/kernel-debug
 dbg=$("$src/scripts/build-debug-kernel.sh")
 mkdir -p "$out/compat"
-for f in "$src"/kernel/*.[ch] "$src"/kernel/Kbuild; do
+# The driver's own sources only: kernel/edu_accel.mod.c is the production build's modpost
+# output, and a link to it would have this build's modpost (no symbol versions: the tree has
+# no Module.symvers) write through into kernel/, whose next make then relinked the production
+# module without them, which the kernel taints as forced and denies its tracepoints.
+rm -f "$out/edu_accel.mod.c"
+for f in "$src"/kernel/edu_accel_*.[ch] "$src"/kernel/Kbuild; do
 	ln -sfn "$f" "$out/$(basename "$f")"
 done
 for f in "$src"/kernel/compat/*; do
