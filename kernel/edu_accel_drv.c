@@ -332,13 +332,9 @@ static int edu_accel_setup_irq(struct edu_accel_device *edev)
 	if (nvec < 0)
 		return nvec;
 	edev->irq_is_msi = pdev->msi_enabled;
-	/*
-	 * INTx may be shared with other devices: the handler checks its own status first. It
-	 * only chains transfers; completions (CPU syncs, fence signalling) run in its thread.
-	 */
-	ret = devm_request_threaded_irq(&pdev->dev, pci_irq_vector(pdev, 0), edu_hw_irq,
-					edu_engine_irq_thread, edev->irq_is_msi ? 0 : IRQF_SHARED,
-					EDU_ACCEL_NAME, edev);
+	/* INTx may be shared with other devices: the handler checks its own status first. */
+	ret = edu_engine_request_irq(edev, pci_irq_vector(pdev, 0),
+				     edev->irq_is_msi ? 0 : IRQF_SHARED);
 	return ret;
 }
 

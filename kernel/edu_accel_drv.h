@@ -13,6 +13,7 @@
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
 
+#include "edu_accel_engine.h"
 #include "edu_accel_job.h"
 
 #define EDU_ACCEL_NAME		"edu_accel"

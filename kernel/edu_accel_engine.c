@@ -23,6 +23,7 @@
 #include <linux/dma-fence-chain.h>
 #include <linux/dma-fence-unwrap.h>
 #include <linux/dma-mapping.h>
+#include <linux/interrupt.h>
 #include <linux/iopoll.h>
 #include <linux/ktime.h>
 #include <linux/scatterlist.h>
@@ -31,6 +32,7 @@
 #include <uapi/drm/edu_accel.h>
 
 #include "edu_accel_drv.h"
+#include "edu_accel_engine.h"
 #include "edu_accel_gem.h"
 #include "edu_accel_hw.h"
 #include "edu_accel_job.h"
@@ -422,15 +424,11 @@ struct dma_fence *edu_engine_push(struct edu_accel_device *edev, struct edu_job 
 	return fence;
 }
 
-/**
- * edu_engine_irq - a DMA transfer ended: program the next one, or hand the job to the thread
- * @edev: the device
- *
- * Called from the hard interrupt handler.
- *
- * Return: true when edu_engine_irq_thread() has work.
+/*
+ * A DMA transfer ended: program the next one, or hand the job to the thread. True when
+ * edu_engine_irq_thread() has work. Hard interrupt context.
  */
-bool edu_engine_irq(struct edu_accel_device *edev)
+static bool edu_engine_dma_ended(struct edu_accel_device *edev)
 {
 	struct edu_engine *e = &edev->engine;
 	struct edu_job *job;
@@ -481,17 +479,55 @@ out:
 	return wake;
 }
 
-/**
- * edu_engine_irq_thread - the interrupt's thread: completes ended jobs, starts bouncing ones
- * @irq: the interrupt number
- * @arg: the &struct edu_accel_device
- *
- * Return: IRQ_HANDLED.
- */
-irqreturn_t edu_engine_irq_thread(int irq, void *arg)
+/* The hard interrupt handler: only chains transfers; the thread does the rest. */
+static irqreturn_t edu_engine_irq(int irq, void *arg)
+{
+	struct edu_accel_device *edev = arg;
+	struct edu_engine *e = &edev->engine;
+	u32 status = edu_hw_irq_status(edev);
+
+	if (!status)
+		return IRQ_NONE;
+	if (status == EDU_IRQ_GONE) {	/* surprise removal: it raised nothing */
+		WRITE_ONCE(e->lost, true);
+		return IRQ_NONE;
+	}
+	if (!(status & EDU_IRQ_DMA))
+		return IRQ_HANDLED;
+	if (!READ_ONCE(e->reserved))
+		return edu_engine_dma_ended(edev) ? IRQ_WAKE_THREAD : IRQ_HANDLED;
+	/*
+	 * The self test owns the channel while the engine is reserved for it, and its transfer
+	 * has ended only once the start bit is clear: a stray interrupt would have it program
+	 * the next transfer over a running one, or free buffers the device still writes.
+	 */
+	if (edu_hw_dma_idle(edev))
+		complete(&edev->dma_done);
+	return IRQ_HANDLED;
+}
+
+/* The interrupt's thread: completes ended jobs, starts jobs whose ranges must bounce. */
+static irqreturn_t edu_engine_irq_thread(int irq, void *arg)
 {
 	edu_engine_advance(arg);
 	return IRQ_HANDLED;
+}
+
+/**
+ * edu_engine_request_irq - give the engine the device's interrupt
+ * @edev: the device, its engine initialised (a shared line may fire at once)
+ * @irq: the interrupt number
+ * @flags: IRQF_SHARED for INTx, else 0
+ *
+ * The hard handler only chains transfers; completions (CPU syncs, fence signalling) run in
+ * its thread.
+ *
+ * Return: 0 or a negative errno.
+ */
+int edu_engine_request_irq(struct edu_accel_device *edev, unsigned int irq, unsigned long flags)
+{
+	return devm_request_threaded_irq(&edev->pdev->dev, irq, edu_engine_irq,
+					 edu_engine_irq_thread, flags, EDU_ACCEL_NAME, edev);
 }
 
 /*

@@ -8,8 +8,8 @@
 #include <linux/random.h>
 
 #include "edu_accel_drv.h"
+#include "edu_accel_engine.h"
 #include "edu_accel_hw.h"
-#include "edu_accel_job.h"
 
 /* The device may need a full 100 ms of virtual time per DMA; allow for a loaded host. */
 #define EDU_DMA_TIMEOUT_MS	10000
@@ -58,41 +58,25 @@ int edu_hw_init(struct edu_accel_device *edev)
 }
 
 /**
- * edu_hw_irq - interrupt handler, safe on a shared INTx line
- * @irq: the interrupt number
- * @arg: the &struct edu_accel_device
+ * edu_hw_irq_status - read and acknowledge what the device raised (hard interrupt context)
+ * @edev: the device
  *
- * Return: IRQ_NONE when the device raised nothing, IRQ_WAKE_THREAD when the engine left
- * work for its thread (edu_engine_irq_thread()).
+ * Safe on a shared INTx line: it acknowledges only what this device raised.
+ *
+ * Return: the EDU_IRQ_* bits raised (0: nothing, another device's interrupt), or
+ * %EDU_IRQ_GONE when the device reads all-ones (it left the bus: nothing is acknowledged).
  */
-irqreturn_t edu_hw_irq(int irq, void *arg)
+u32 edu_hw_irq_status(struct edu_accel_device *edev)
 {
-	struct edu_accel_device *edev = arg;
 	u32 status = edu_rd(edev, EDU_REG_IRQ_STATUS);
 
-	if (!status)
-		return IRQ_NONE;
-	/* A device that left the bus (surprise removal) reads all-ones: it raised nothing. */
-	if (status == ~0u) {
-		WRITE_ONCE(edev->engine.lost, true);
-		return IRQ_NONE;
-	}
+	if (!status || status == EDU_IRQ_GONE)
+		return status;
 	edu_wr(edev, EDU_REG_IRQ_ACK, status);
 	atomic64_inc(&edev->irq_count);
-	if (status & EDU_IRQ_DMA) {
+	if (status & EDU_IRQ_DMA)
 		atomic64_inc(&edev->dma_count);
-		/*
-		 * The self test owns the channel only while the engine is reserved for it, and
-		 * its transfer has ended only once the start bit is clear: a stray interrupt would
-		 * have it program the next transfer over a running one, or free buffers the device
-		 * still writes.
-		 */
-		if (!READ_ONCE(edev->engine.reserved))
-			return edu_engine_irq(edev) ? IRQ_WAKE_THREAD : IRQ_HANDLED;
-		if (edu_hw_dma_idle(edev))
-			complete(&edev->dma_done);
-	}
-	return IRQ_HANDLED;
+	return status;
 }
 
 static void edu_program(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, u32 len,

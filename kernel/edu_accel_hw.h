@@ -6,7 +6,6 @@
 #ifndef EDU_ACCEL_HW_H
 #define EDU_ACCEL_HW_H
 
-#include <linux/interrupt.h>
 #include <linux/types.h>
 
 struct edu_accel_device;
@@ -21,6 +20,7 @@ struct edu_xfer;
 #define EDU_REG_IRQ_RAISE	0x60
 #define EDU_REG_IRQ_ACK		0x64
 #define   EDU_IRQ_DMA		0x100	/* raised by a DMA started with EDU_DMA_CMD_IRQ */
+#define   EDU_IRQ_GONE		0xffffffffU	/* all-ones: the device left the bus */
 #define EDU_REG_DMA_SRC		0x80	/* 64-bit: written with writeq only */
 #define EDU_REG_DMA_DST		0x88	/* 64-bit */
 #define EDU_REG_DMA_COUNT	0x90	/* 64-bit */
@@ -43,7 +43,7 @@ void edu_hw_start_xfer(struct edu_accel_device *edev, const struct edu_xfer *x);
 bool edu_hw_dma_idle(struct edu_accel_device *edev);
 void edu_hw_raise_irq(struct edu_accel_device *edev, u32 status);
 int edu_hw_wait_idle(struct edu_accel_device *edev, u64 timeout_us, u32 *cmd);
-irqreturn_t edu_hw_irq(int irq, void *arg);
+u32 edu_hw_irq_status(struct edu_accel_device *edev);
 int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, u32 len,
 		    bool to_ram);
 
