@@ -139,11 +139,11 @@ void reap_retired() {
 }
 
 void retire(hrtPool* pool) {
+  std::unique_ptr<hrtPool> owned(pool);  // destroyed rather than leaked if anything throws
   // The handle is gone: no allocation reaches the pool through it, nor as the device's
   // current pool (hrtMallocAsync).
   if (hostrt::detail::DeviceCore* d = pool->pool->device_core()) d->forget_mem_pool(pool->pool);
   pool->pool->set_release_threshold(0);  // idle segments go back at once
-  std::unique_ptr<hrtPool> owned(pool);
   auto& r = retired();
   std::lock_guard lk(r.m);
   r.pools.push_back(std::move(owned));
@@ -215,7 +215,13 @@ hrtError_t hrtPoolDestroy(hrtPool_t pool) {
     expect(!Pools::instance().contains(pool) || !is_default_handle(pool), hrtErrorInvalidValue,
            "a device's default pool cannot be destroyed");
     expect(Pools::instance().remove(pool), hrtErrorInvalidResourceHandle, "unknown or destroyed pool");
-    if (idle(*pool->pool))
+    // The handle is gone from here on: the pool is destroyed now or retired, never leaked.
+    bool now = false;
+    try {
+      now = idle(*pool->pool);
+    } catch (...) {  // a lost device: its blocks may still be freed; retire it
+    }
+    if (now)
       delete pool;
     else
       retire(pool);
