@@ -77,6 +77,11 @@ if [ "$ICOUNT" = on ] && [ "$SMP" != 1 ]; then
 	exit 2
 fi
 
+# make check runs VMs two at a time: the kernel trees and the initramfs they share are
+# prepared by one run while the others wait.
+mkdir -p "$build/vm"
+exec 8> "$build/vm/.prepare.lock"
+flock 8
 case "$KERNEL" in
 debian)
 	# Debian's production kernel, the release whose headers are installed.
@@ -101,6 +106,8 @@ if [ ! -f "$initrd" ] || [ -n "$(find "$here/init.sh" "$here/hostrun.sh" "$here/
 	"$kdir/.complete" -newer "$initrd" 2>/dev/null)" ]; then
 	"$here/mkinitramfs.sh" "$kdir" "$initrd"
 fi
+flock -u 8
+exec 8>&-
 [ -f "$ko" ] || { echo "run-vm: $ko is not built (make kernel)" >&2; exit 2; }
 
 out=${out:-$build/vm/runs/$config}

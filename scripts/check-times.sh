@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Where a `make check` went: the phases the Makefile timed (build/check-times/*.s) and every
-# CTest entry of the last run (LastTest.log), slowest first, with the share of the total.
+# Where a `make check` went: the phases the Makefile timed (build/check-times/*.s; their sum is
+# the wall time) and every CTest entry of the last run (LastTest.log), slowest first. CTest runs
+# two entries at a time, so the entries add up to about twice the [ctest] phase.
 #
 # usage: scripts/check-times.sh BUILD_DIR
 set -uo pipefail
@@ -14,11 +15,14 @@ phases=$build/check-times
 	[ -f "$log" ] && awk '
 		/^[0-9]+\/[0-9]+ Test: / { name = $3 }
 		/^Test time = / { printf "entry %s %.0f\n", name, $4 }' "$log"
-} | sort -k3,3nr | awk '
-	{ kind[NR] = $1; name[NR] = $2; t[NR] = $3; total += $3 }
+} | sort -k1,1r -k3,3nr | awk '
+	{ kind[NR] = $1; name[NR] = $2; t[NR] = $3; if ($1 == "phase") wall += $3; else busy += $3 }
 	END {
-		printf "%-40s %7s %6s\n", "make check: phase or CTest entry", "seconds", "share"
-		for (i = 1; i <= NR; i++)
-			printf "%-40s %7d %5.1f%%\n", (kind[i] == "phase" ? "[" name[i] "]" : name[i]), t[i], 100 * t[i] / total
-		printf "%-40s %7d (%.1f min)\n", "total", total, total / 60
-	}'
+		printf "%-40s %7s\n", "make check: phase, then CTest entry", "seconds"
+		for (i = 1; i <= NR; i++) {
+			if (kind[i] == "entry" && kind[i - 1] == "phase")
+				printf "%-40s %7d (%.1f min)\n%s\n", "total (wall)", wall, wall / 60, "-- CTest entries, two at a time:"
+			printf "%-40s %7d\n", (kind[i] == "phase" ? "[" name[i] "]" : name[i]), t[i]
+		}
+		printf "%-40s %7d (%.1fx the [ctest] phase)\n", "sum of entries", busy, busy / (wall_ctest > 0 ? wall_ctest : 1)
+	}' wall_ctest="$(cat "$phases/ctest.s" 2>/dev/null || echo 0)"
