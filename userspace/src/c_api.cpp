@@ -438,10 +438,16 @@ hrtError_t hrtMemcpy(void* dst, const void* src, size_t count, hrtMemcpyKind kin
   });
 }
 
-hrtError_t hrtEventCreate(hrtEvent_t* event) {
+hrtError_t hrtEventCreate(hrtEvent_t* event) { return hrtEventCreateWithFlags(event, hrtEventDefault); }
+
+hrtError_t hrtEventCreateWithFlags(hrtEvent_t* event, unsigned int flags) {
   return guarded(__func__, [&] {
     expect(event != nullptr, hrtErrorInvalidValue, "event is NULL");
-    auto e = std::make_unique<hrtEvent>();
+    expect(!(flags & hrtEventInterprocess), hrtErrorNotSupported,
+           "hrtEventInterprocess: events cannot be shared between processes");
+    expect((flags & ~(hrtEventBlockingSync | hrtEventDisableTiming)) == 0, hrtErrorInvalidValue,
+           "unknown event flags " + std::to_string(flags));
+    auto e = std::make_unique<hrtEvent>(hrtEvent{hostrt::Event(static_cast<hostrt::EventFlags>(flags))});
     auto& st = state();
     std::lock_guard lk(st.m);
     st.events.insert(e.get());
@@ -479,6 +485,24 @@ hrtError_t hrtEventQuery(hrtEvent_t event) {
 hrtError_t hrtEventSynchronize(hrtEvent_t event) {
   return guarded(__func__, [&] {
     event_of(event)->event.synchronize();
+    return hrtSuccess;
+  });
+}
+
+hrtError_t hrtEventElapsedTime(float* ms, hrtEvent_t start, hrtEvent_t end) {
+  return guarded(__func__, [&] {
+    expect(ms != nullptr, hrtErrorInvalidValue, "ms is NULL");
+    const hostrt::Event& a = event_of(start)->event;
+    const hostrt::Event& b = event_of(end)->event;
+    for (const hostrt::Event* e : {&a, &b}) {
+      const char* which = e == &a ? "start" : "end";
+      expect(e->recorded(), hrtErrorInvalidResourceHandle, std::string(which) + " event was never recorded");
+      expect(e->timing(), hrtErrorInvalidResourceHandle,
+             std::string(which) + " event was created with hrtEventDisableTiming");
+    }
+    const auto d = hostrt::Event::elapsed(a, b);
+    if (!d) return hrtErrorNotReady;
+    *ms = static_cast<float>(static_cast<double>(d->count()) / 1e6);
     return hrtSuccess;
   });
 }

@@ -1,10 +1,12 @@
 #include "hostrt/event.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
+#include "detail/point_hold.hpp"
 #include "detail/trace.hpp"
 #include "hostrt/stream.hpp"
 
@@ -19,11 +21,37 @@ const Event::Recorded* usable(const std::shared_ptr<const Event::Recorded>& r, c
   return r.get();
 }
 
+// Whether the recorded work has ended; throws DeviceFault for a failure of the recorded
+// stream. A fault on a dependency's stream is that stream's to report (its own synchronize).
+bool completed(const Event::Recorded& r) {
+  for (const auto& [s, p] : r.deps)
+    if (!s->reached(p)) return false;
+  if (!r.core->reached(r.point)) return false;
+  r.core->check_failure(r.point);
+  return true;
+}
+
+// When the stream reached the recording (it has): the latest of record()'s own time and the
+// ends of the jobs it waited for.
+std::int64_t reached_at_ns(const Event::Recorded& r) {
+  std::int64_t t = r.recorded_ns;
+  for (const auto& h : r.holds) t = std::max(t, h->signal_time_ns());
+  return t;
+}
+
 }  // namespace
+
+Event::Event(EventFlags flags) : flags_(flags) {
+  constexpr unsigned known =
+      static_cast<unsigned>(EventFlags::BlockingSync) | static_cast<unsigned>(EventFlags::DisableTiming);
+  EXPECTS((static_cast<unsigned>(flags) & ~known) == 0,
+          "Event: unknown flags " + std::to_string(static_cast<unsigned>(flags)));
+}
 
 Event& Event::operator=(const Event& o) {
   if (this == &o) return *this;
   std::shared_ptr<const Recorded> r = o.snapshot();
+  flags_ = o.flags_;
   std::lock_guard lk(m_);
   rec_.swap(r);  // the old recording goes after the lock
   return *this;
@@ -37,6 +65,16 @@ void Event::record(Stream& stream) {
   r->deps = stream.core()->pending_waits();
   r->core = stream.core();
   r->point = r->core->last_submitted();
+  if (timing()) {
+    r->timed = true;
+    // Points seen reached here ended before the clock is read below, so record()'s time
+    // stands for them; the others are held for the time they end.
+    if (!r->core->reached(r->point))
+      r->holds.push_back(std::make_shared<const detail::PointHold>(*r->core, r->point));
+    for (const auto& [s, p] : r->deps)
+      if (!s->reached(p)) r->holds.push_back(std::make_shared<const detail::PointHold>(*s, p));
+    r->recorded_ns = detail::monotonic_ns();
+  }
   detail::trace::emit(detail::trace::Kind::ApiBegin,
                       static_cast<std::uint64_t>(detail::trace::Api::EventRecord), stream.id(), 0, r->point);
   detail::trace::emit(detail::trace::Kind::ApiEnd,
@@ -46,16 +84,22 @@ void Event::record(Stream& stream) {
   rec_.swap(made);
 }
 
-// A fault on a dependency's stream is that stream's to report (its own synchronize), so only
-// the recorded stream's faults surface here.
 bool Event::query() const {
   const auto r = snapshot();
   if (!usable(r, "Event::query")) return true;
-  for (const auto& [s, p] : r->deps)
-    if (!s->reached(p)) return false;
-  if (!r->core->reached(r->point)) return false;
-  r->core->check_failure(r->point);
-  return true;
+  return completed(*r);
+}
+
+std::optional<std::chrono::nanoseconds> Event::elapsed(const Event& start, const Event& end) {
+  const auto a = start.snapshot();
+  const auto b = end.snapshot();
+  EXPECTS(a && b, std::string("Event::elapsed: the ") + (a ? "end" : "start") + " event was never recorded");
+  EXPECTS(a->timed && b->timed, std::string("Event::elapsed: the ") + (a->timed ? "end" : "start") +
+                                    " event was recorded without timing (EventFlags::DisableTiming)");
+  usable(a, "Event::elapsed");
+  usable(b, "Event::elapsed");
+  if (!completed(*a) || !completed(*b)) return std::nullopt;
+  return std::chrono::nanoseconds(reached_at_ns(*b) - reached_at_ns(*a));
 }
 
 void Event::synchronize() {

@@ -4,12 +4,22 @@
 // An event keeps its stream's queue alive, so it stays valid after the Stream is destroyed.
 // Thread-safe, as CUDA's events are: one Event may be recorded on one thread while others
 // query it, synchronize on it or make streams wait for it; each of those sees either the
-// earlier recording or the new one, whole.
+// earlier recording or the new one, whole. (Assigning to an Event is not such a use.)
+//
+// Timing (cudaEventElapsedTime): an event's time is when the stream reached it: the moment
+// the last job before it ended, as the driver's fence recorded it in the kernel, or the
+// moment of record() when that job had already ended (as a GPU executes a record on an
+// idle stream at once). The clock is CLOCK_MONOTONIC, on every device, so events of two
+// devices compare. Recording a timing event on a busy stream costs two ioctls (a syncobj
+// holding that job's fence) and a third when the recording goes; EventFlags::DisableTiming
+// skips them, for events used only to order or wait.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -19,14 +29,39 @@ class Stream;
 
 namespace detail {
 class StreamCore;
+class PointHold;
+}  // namespace detail
+
+// cudaEventDefault, cudaEventBlockingSync, cudaEventDisableTiming: the same bits.
+enum class EventFlags : unsigned {
+  Default = 0,
+  // Accepted for CUDA's sake: synchronize() always blocks in the kernel, never spins.
+  BlockingSync = 1u << 0,
+  // No timestamps: elapsed() refuses the event, and record() costs no syscall.
+  DisableTiming = 1u << 1,
+};
+constexpr EventFlags operator|(EventFlags a, EventFlags b) noexcept {
+  return static_cast<EventFlags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
 }
 
 class Event {
  public:
   Event() noexcept = default;
-  Event(const Event& o) : rec_(o.snapshot()) {}
+  // InvalidArgument for bits EventFlags does not name.
+  explicit Event(EventFlags flags);
+  Event(const Event& o) : flags_(o.flags_), rec_(o.snapshot()) {}
   Event& operator=(const Event& o);
   ~Event() = default;
+
+  EventFlags flags() const noexcept { return flags_; }
+  bool timing() const noexcept {
+    return (static_cast<unsigned>(flags_) & static_cast<unsigned>(EventFlags::DisableTiming)) == 0;
+  }
+
+  // The time from `start`'s point to `end`'s (negative when end came first), or nullopt while
+  // either has not completed. InvalidArgument when either was never recorded or was recorded
+  // without timing; DeviceFault as query() for work that failed.
+  static std::optional<std::chrono::nanoseconds> elapsed(const Event& start, const Event& end);
 
   // Captures stream.last_submitted() and the events the stream was told to wait for since its
   // last submission: the event completes when the work submitted on the stream so far has
@@ -50,6 +85,11 @@ class Event {
     std::shared_ptr<detail::StreamCore> core;
     std::uint64_t point = 0;
     std::vector<Dependency> deps;  // points on other streams the recorded stream waited for
+    bool timed = false;
+    std::int64_t recorded_ns = 0;  // when record() ran (CLOCK_MONOTONIC)
+    // The points not yet reached at record() (the stream's and its waits'), held for their
+    // signal times.
+    std::vector<std::shared_ptr<const detail::PointHold>> holds;
   };
   // The current recording, or nullptr if never recorded.
   std::shared_ptr<const Recorded> snapshot() const {
@@ -58,6 +98,7 @@ class Event {
   }
 
  private:
+  EventFlags flags_ = EventFlags::Default;
   mutable std::mutex m_;  // guards rec_ (the pointer; what it points to is immutable)
   std::shared_ptr<const Recorded> rec_;
 };

@@ -147,12 +147,24 @@ hrtError_t hrtMemcpyAsync(void* dst, const void* src, size_t count, hrtMemcpyKin
 /* hrtMemcpyAsync on the default stream, then waits for it. */
 hrtError_t hrtMemcpy(void* dst, const void* src, size_t count, hrtMemcpyKind kind);
 
-/* Events */
+/* Events. hrtEventCreate's events time (as CUDA's): recording one on a busy stream costs two
+ * ioctls; create events used only to order or wait with hrtEventDisableTiming.
+ * hrtEventBlockingSync is accepted and changes nothing: synchronization never spins. */
+#define hrtEventDefault 0u
+#define hrtEventBlockingSync 1u
+#define hrtEventDisableTiming 2u
+#define hrtEventInterprocess 4u /* hrtErrorNotSupported */
 hrtError_t hrtEventCreate(hrtEvent_t* event);
+hrtError_t hrtEventCreateWithFlags(hrtEvent_t* event, unsigned int flags);
 hrtError_t hrtEventDestroy(hrtEvent_t event);
 hrtError_t hrtEventRecord(hrtEvent_t event, hrtStream_t stream);
 hrtError_t hrtEventQuery(hrtEvent_t event); /* hrtSuccess or hrtErrorNotReady */
 hrtError_t hrtEventSynchronize(hrtEvent_t event);
+/* Milliseconds from when the stream reached `start` to when it reached `end` (negative if end
+ * came first): the device's completion times, as the driver's fences recorded them (see
+ * hostrt::Event). hrtErrorNotReady while either has not completed; hrtErrorInvalidResourceHandle
+ * for an event never recorded or created with hrtEventDisableTiming. */
+hrtError_t hrtEventElapsedTime(float* ms, hrtEvent_t start, hrtEvent_t end);
 
 /* Errors */
 const char* hrtGetErrorName(hrtError_t error);

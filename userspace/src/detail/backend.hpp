@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <memory>
 #include <span>
 #include <string>
@@ -72,6 +73,14 @@ class DeviceBackend {
   virtual SyncPoint import_point(DeviceBackend& other, std::uint32_t timeline, std::uint64_t point,
                                  std::shared_ptr<const void> keep) = 0;
 
+  // Event timing: a hold on `point` of `timeline` (submitted, maybe not reached yet) that
+  // remembers when that point signalled, however far the timeline moves on. Released with
+  // release_point_hold.
+  virtual std::uint32_t hold_point(std::uint32_t timeline, std::uint64_t point) = 0;
+  // Blocks until the held point has signalled; returns when it did (CLOCK_MONOTONIC ns).
+  virtual std::int64_t held_point_time_ns(std::uint32_t hold) = 0;
+  virtual void release_point_hold(std::uint32_t hold) noexcept = 0;
+
   // Returns the job's seqno.
   virtual std::uint64_t submit(std::uint32_t queue, std::span<const CopyOp> ops,
                                std::span<const SyncPoint> in_syncs, std::span<const SyncPoint> out_syncs) = 0;
@@ -84,6 +93,13 @@ class DeviceBackend {
   // still pinned pages: the driver refuses it).
   virtual bool registration_stale(std::uint32_t /*handle*/) { return false; }
 };
+
+// The clock event timestamps are taken on: the kernel's ktime_get(), which fences carry.
+inline std::int64_t monotonic_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 // Reads of the completion page: the producer (driver or engine thread) writes failed/error
 // before completed, with release order, so an acquire load of completed orders the rest.

@@ -1,6 +1,8 @@
 #include "detail/drm_backend.hpp"
 
 #include <fcntl.h>
+#include <linux/sync_file.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <xf86drm.h>
@@ -309,6 +311,46 @@ void DrmBackend::wait_timeline(std::uint32_t handle, std::uint64_t point) {
       DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL | DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, nullptr);
   if (r) throw_errno(r < 0 && r != -1 ? -r : errno, "SYNCOBJ_TIMELINE_WAIT point " + std::to_string(point));
 }
+
+std::uint32_t DrmBackend::hold_point(std::uint32_t timeline, std::uint64_t point) {
+  std::uint32_t h = 0;
+  if (drmSyncobjCreate(fd_, 0, &h)) throw_errno(errno, "SYNCOBJ_CREATE");
+  // The point's own fence (the chain link of its job), not the timeline's: that one moves on.
+  // A point that signalled meanwhile may come back as the kernel's stub fence, whose old
+  // timestamp the caller's own clock reading bounds.
+  if (drmSyncobjTransfer(fd_, h, 0, timeline, point, 0)) {
+    const int err = errno;
+    drmSyncobjDestroy(fd_, h);
+    throw_errno(err, "SYNCOBJ_TRANSFER of point " + std::to_string(point));
+  }
+  return h;
+}
+
+std::int64_t DrmBackend::held_point_time_ns(std::uint32_t hold) {
+  // The completion page shows a job ended a moment before its fence signals.
+  if (const int r = drmSyncobjWait(fd_, &hold, 1, INT64_MAX, DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, nullptr))
+    throw_errno(r < 0 && r != -1 ? -r : errno, "SYNCOBJ_WAIT on a held point");
+  int sync_fd = -1;
+  if (drmSyncobjExportSyncFile(fd_, hold, &sync_fd))
+    throw_errno(errno, "export of a held point as a sync_file");
+  const UniqueFd file(sync_fd);
+  // The chain link unwraps into its job's fence and the earlier links not yet collected, all
+  // signalled: the latest of their timestamps is the point's.
+  sync_file_info info{};
+  if (ioctl(file.get(), SYNC_IOC_FILE_INFO, &info)) throw_errno(errno, "SYNC_IOC_FILE_INFO");
+  std::vector<sync_fence_info> fences(std::max<std::uint32_t>(info.num_fences, 1));
+  info = {};
+  info.num_fences = static_cast<std::uint32_t>(fences.size());
+  info.sync_fence_info = to_u64(fences.data());
+  if (ioctl(file.get(), SYNC_IOC_FILE_INFO, &info)) throw_errno(errno, "SYNC_IOC_FILE_INFO");
+  std::int64_t latest = -1;
+  for (std::uint32_t i = 0; i < info.num_fences; ++i)
+    latest = std::max(latest, static_cast<std::int64_t>(fences[i].timestamp_ns));
+  if (latest < 0) throw_errno(EPROTO, "a held point's sync_file holds no fence");
+  return latest;
+}
+
+void DrmBackend::release_point_hold(std::uint32_t hold) noexcept { drmSyncobjDestroy(fd_, hold); }
 
 namespace {
 // The element size this binary was built with travels along: the driver accepts older and

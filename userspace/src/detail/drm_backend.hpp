@@ -32,6 +32,11 @@ class DrmBackend final : public DeviceBackend {
   std::uint32_t create_timeline() override;
   void destroy_timeline(std::uint32_t handle) noexcept override;
   void wait_timeline(std::uint32_t handle, std::uint64_t point) override;
+  // A binary syncobj given the point's fence (SYNCOBJ_TRANSFER): the fence keeps its
+  // timestamp, read back through a sync_file (SYNC_IOC_FILE_INFO).
+  std::uint32_t hold_point(std::uint32_t timeline, std::uint64_t point) override;
+  std::int64_t held_point_time_ns(std::uint32_t hold) override;
+  void release_point_hold(std::uint32_t hold) noexcept override;
   std::uint64_t submit(std::uint32_t queue, std::span<const CopyOp> ops, std::span<const SyncPoint> in_syncs,
                        std::span<const SyncPoint> out_syncs) override;
 

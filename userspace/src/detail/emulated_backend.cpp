@@ -308,6 +308,40 @@ void EmulatedBackend::wait_timeline(std::uint32_t handle, std::uint64_t point) {
   done_cv_.wait(lk, [&] { return tl->value >= point; });
 }
 
+std::uint32_t EmulatedBackend::hold_point(std::uint32_t timeline, std::uint64_t point) {
+  std::lock_guard lk(m_);
+  auto it = timelines_.find(timeline);
+  if (it == timelines_.end()) throw_errno(ENOENT, "SYNCOBJ_TRANSFER: no syncobj " + std::to_string(timeline));
+  const std::uint32_t h = next_handle_++;
+  Hold& hold = holds_[h];
+  hold.timeline = it->second;
+  hold.point = point;
+  if (hold.timeline->value >= point) hold.signalled_ns = monotonic_ns();  // reached meanwhile
+  return h;
+}
+
+std::int64_t EmulatedBackend::held_point_time_ns(std::uint32_t hold) {
+  std::unique_lock lk(m_);
+  auto it = holds_.find(hold);
+  if (it == holds_.end()) throw_errno(ENOENT, "held point: no syncobj " + std::to_string(hold));
+  done_cv_.wait(lk, [&] { return it->second.signalled_ns >= 0; });
+  return it->second.signalled_ns;
+}
+
+void EmulatedBackend::release_point_hold(std::uint32_t hold) noexcept {
+  std::lock_guard lk(m_);
+  holds_.erase(hold);
+}
+
+void EmulatedBackend::stamp_holds_locked() {
+  std::int64_t now = -1;
+  for (auto& [h, hold] : holds_) {
+    if (hold.signalled_ns >= 0 || hold.timeline->value < hold.point) continue;
+    if (now < 0) now = monotonic_ns();
+    hold.signalled_ns = now;
+  }
+}
+
 SyncPoint EmulatedBackend::import_point(DeviceBackend& other, std::uint32_t timeline, std::uint64_t point,
                                         std::shared_ptr<const void> keep) {
   if (dynamic_cast<EmulatedBackend*>(&other) == nullptr)
@@ -331,6 +365,7 @@ SyncPoint EmulatedBackend::import_point(DeviceBackend& other, std::uint32_t time
       {
         std::lock_guard l(m_);
         tl->value = std::max<std::uint64_t>(tl->value, 1);
+        stamp_holds_locked();
       }
       work_cv_.notify_all();
       done_cv_.notify_all();
@@ -530,6 +565,7 @@ void EmulatedBackend::engine_loop() {
     for (auto& b : job.dst)
       if (b) --b->inflight;
     for (auto& [tl, point] : job.out) tl->value = std::max(tl->value, point);
+    if (!job.out.empty()) stamp_holds_locked();
     q->jobs.pop_front();
     if (q->destroyed && q->jobs.empty()) {
       slot_used_[q->slot] = false;

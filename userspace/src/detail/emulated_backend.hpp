@@ -58,6 +58,10 @@ class EmulatedBackend final : public DeviceBackend {
   std::uint32_t create_timeline() override;
   void destroy_timeline(std::uint32_t handle) noexcept override;
   void wait_timeline(std::uint32_t handle, std::uint64_t point) override;
+  // Stamped by the engine (or a relay) when it raises the timeline to the point.
+  std::uint32_t hold_point(std::uint32_t timeline, std::uint64_t point) override;
+  std::int64_t held_point_time_ns(std::uint32_t hold) override;
+  void release_point_hold(std::uint32_t hold) noexcept override;
   // A relay thread waits on the other device and signals a new timeline of ours.
   SyncPoint import_point(DeviceBackend& other, std::uint32_t timeline, std::uint64_t point,
                          std::shared_ptr<const void> keep) override;
@@ -77,6 +81,11 @@ class EmulatedBackend final : public DeviceBackend {
   struct Timeline {
     std::uint64_t value = 0;
   };
+  struct Hold {
+    std::shared_ptr<Timeline> timeline;
+    std::uint64_t point = 0;
+    std::int64_t signalled_ns = -1;
+  };
   struct Job {
     std::uint64_t seqno = 0;
     std::uint64_t ticket = 0;
@@ -95,6 +104,8 @@ class EmulatedBackend final : public DeviceBackend {
   };
 
   void engine_loop();
+  // Stamps the holds whose points a timeline just reached. Under m_.
+  void stamp_holds_locked();
   Queue* runnable_locked();
   // Executes the copies (or the injected failure); returns 0 or a negative errno.
   int run(Job& job);
@@ -109,6 +120,7 @@ class EmulatedBackend final : public DeviceBackend {
   std::map<std::uint32_t, std::shared_ptr<Bo>> bos_;
   std::map<std::uint32_t, Queue> queues_;
   std::map<std::uint32_t, std::shared_ptr<Timeline>> timelines_;
+  std::map<std::uint32_t, Hold> holds_;              // numbered from next_handle_, like timelines
   std::map<std::uintptr_t, unsigned> locked_pages_;  // userptr page -> registrations on it
   std::uint32_t next_handle_ = 1;
   std::uint32_t next_queue_ = 1;
