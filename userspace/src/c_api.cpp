@@ -428,6 +428,14 @@ hrtError_t hrtMemcpyAsync(void* dst, const void* src, size_t count, hrtMemcpyKin
   });
 }
 
+hrtError_t hrtLaunchHostFunc(hrtStream_t stream, hrtHostFn_t fn, void* userData) {
+  return guarded(__func__, [&] {
+    expect(fn != nullptr, hrtErrorInvalidValue, "fn is NULL");
+    stream_of(stream).launch_host_func([fn, userData] { fn(userData); });
+    return hrtSuccess;
+  });
+}
+
 hrtError_t hrtMemcpy(void* dst, const void* src, size_t count, hrtMemcpyKind kind) {
   return guarded(__func__, [&] {
     const auto k = kind_of(kind);

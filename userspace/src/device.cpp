@@ -88,7 +88,10 @@ void Device::synchronize() {
   const detail::trace::ApiSpan span(detail::trace::Api::DeviceSynchronize);
   // Points are sampled first, so work submitted meanwhile by other threads is not waited for.
   std::vector<std::pair<std::shared_ptr<detail::StreamCore>, std::uint64_t>> points;
-  for (auto& s : core_->streams()) points.emplace_back(s, s->last_submitted());
+  for (auto& s : core_->streams()) {
+    s->drain_host_funcs();
+    points.emplace_back(s, s->last_submitted());
+  }
   // Destroyed streams' work runs on and may still write into memory the caller is about to
   // reuse (cudaDeviceSynchronize waits for it too).
   const auto retired = core_->retired();

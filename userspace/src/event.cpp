@@ -61,6 +61,7 @@ void Event::record(Stream& stream) {
   EXPECTS(stream, "Event::record on a destroyed or empty stream");
   if (stream.core()->forked())
     detail::throw_used_after_fork("Event::record: stream " + std::to_string(stream.id()));
+  stream.core()->drain_host_funcs();  // the event follows them
   auto r = std::make_shared<Recorded>();
   r->deps = stream.core()->pending_waits();
   r->core = stream.core();

@@ -145,11 +145,14 @@ void Stream::wait_point(std::uint64_t point) { live(core_, "wait_point").wait(po
 void Stream::synchronize() {
   auto& s = live(core_, "synchronize");
   const detail::trace::ApiSpan span(detail::trace::Api::StreamSynchronize, s.id(), 0, s.last_submitted());
+  s.drain_host_funcs();
   s.wait(s.last_submitted());
 }
 
 bool Stream::query() {
   auto& s = live(core_, "query");
+  if (s.host_funcs_queued()) return false;
+  s.drain_host_funcs();  // what a function threw
   const std::uint64_t p = s.last_submitted();
   if (!s.reached(p)) return false;
   s.check_failure(p);
@@ -257,6 +260,11 @@ void Stream::wait(const Event& event) {
   };
   add(other, rec->point);
   for (const auto& [on, point] : rec->deps) add(on, point);
+}
+
+void Stream::launch_host_func(std::function<void()> fn) {
+  EXPECTS(fn, "launch_host_func: no function");
+  live(core_, "launch_host_func").launch_host_func(std::move(fn));
 }
 
 void Stream::destroy() noexcept { core_.reset(); }

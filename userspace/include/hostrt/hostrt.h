@@ -144,6 +144,14 @@ hrtError_t hrtStreamSynchronize(hrtStream_t stream);
 hrtError_t hrtStreamQuery(hrtStream_t stream); /* hrtSuccess or hrtErrorNotReady */
 hrtError_t hrtStreamWaitEvent(hrtStream_t stream, hrtEvent_t event, unsigned int flags);
 hrtError_t hrtMemcpyAsync(void* dst, const void* src, size_t count, hrtMemcpyKind kind, hrtStream_t stream);
+/* cudaLaunchHostFunc: fn(userData) runs on a runtime thread once the work queued on the stream
+ * before it has ended, in launch order. Work after it is held back on the host: the next call
+ * ordering work on the stream (hrtMemcpyAsync, hrtEventRecord, hrtFreeAsync,
+ * hrtStreamSynchronize, hrtDeviceSynchronize) waits until fn has returned; hrtStreamQuery says
+ * hrtErrorNotReady meanwhile. fn must not call hostrt on its own stream (hrtErrorInvalidValue:
+ * it would wait for itself); hrtStreamDestroy waits for the functions queued on the stream. */
+typedef void (*hrtHostFn_t)(void* userData);
+hrtError_t hrtLaunchHostFunc(hrtStream_t stream, hrtHostFn_t fn, void* userData);
 /* hrtMemcpyAsync on the default stream, then waits for it. */
 hrtError_t hrtMemcpy(void* dst, const void* src, size_t count, hrtMemcpyKind kind);
 

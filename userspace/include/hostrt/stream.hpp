@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "hostrt/types.hpp"
@@ -84,6 +85,16 @@ class Stream {
   // Work submitted on this stream after the call waits for the event's point (in-fences).
   // An event never recorded, or recorded on an idle stream, adds no dependency.
   void wait(const Event& event);
+
+  // cudaLaunchHostFunc: runs fn on a runtime thread of this stream once the work submitted
+  // before it has ended, in launch order. The device cannot wait for the host (the driver
+  // takes no fence userspace signals), so work after it is held back on the host instead: the
+  // next call that orders work after it on this stream (memcpy_async, Event::record,
+  // synchronize, a stream-ordered free or record_stream, Device::synchronize) waits until fn
+  // has returned. query() is false meanwhile. An exception fn throws is rethrown by the next
+  // of those calls. As in CUDA, fn must not use this stream (InvalidArgument, EDEADLK: it
+  // would wait for itself); destroying the stream waits for the functions queued on it.
+  void launch_host_func(std::function<void()> fn);
 
   // Destroys now (see above). Never throws.
   void destroy() noexcept;

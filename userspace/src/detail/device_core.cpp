@@ -358,7 +358,8 @@ std::shared_ptr<StreamCore> StreamCore::create(const std::shared_ptr<DeviceCore>
 }
 
 StreamCore::~StreamCore() {
-  staging_.reset();  // without waiting: queued jobs hold their own references on its BOs
+  host_funcs_owner_.reset();  // they run first: they are ordered before nothing else here
+  staging_.reset();           // without waiting: queued jobs hold their own references on its BOs
   DeviceBackend* be = dev_->backend_for_release();
   const std::uint64_t last = last_submitted();
   if (be != nullptr && !reached(last)) {
@@ -406,6 +407,7 @@ std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> StreamCore::p
 }
 
 std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
+  drain_host_funcs();
   DeviceBackend& be = dev_->backend("submit");
   std::lock_guard lk(m_);
   std::vector<SyncPoint> in;
@@ -486,6 +488,15 @@ void StreamCore::wait_for_any_job(DeviceBackend& be, std::uint64_t last) {
   }
   // Jobs of this file we do not know of (another Device::open shares no file): a short pause.
   std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void StreamCore::launch_host_func(std::function<void()> fn) {
+  std::call_once(host_funcs_once_, [this] {
+    host_funcs_owner_ = std::make_unique<HostFuncs>(*this);
+    host_funcs_.store(host_funcs_owner_.get(), std::memory_order_release);
+  });
+  // After the functions launched before it, which may have been followed by nothing else.
+  host_funcs_owner_->launch(last_submitted(), std::move(fn));
 }
 
 Staging& StreamCore::staging() {

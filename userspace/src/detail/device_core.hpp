@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -13,6 +14,7 @@
 
 #include "detail/backend.hpp"
 #include "detail/fork_guard.hpp"
+#include "detail/host_funcs.hpp"
 #include "detail/pool/stream_ref.hpp"
 #include "detail/retired_stream.hpp"
 #include "detail/staging.hpp"
@@ -181,6 +183,21 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   // The pinned memory pageable copies on this stream are staged through (made on first use).
   Staging& staging();
 
+  // Runs fn on the stream's host-function thread once the work submitted so far has ended.
+  void launch_host_func(std::function<void()> fn);
+  // Called by everything that orders work after the host functions (submit, Event::record,
+  // stream-ordered frees, synchronize): waits until those launched so far have returned, and
+  // rethrows what one of them threw. One load when there are none.
+  void drain_host_funcs() {
+    if (HostFuncs* h = host_funcs_.load(std::memory_order_acquire); h != nullptr && h->needs_drain())
+      h->drain();
+  }
+  // Host functions queued or running.
+  bool host_funcs_queued() const noexcept {
+    const HostFuncs* h = host_funcs_.load(std::memory_order_acquire);
+    return h != nullptr && h->queued();
+  }
+
  private:
   // The file has as many jobs in flight as the driver allows: blocks until one of them ended.
   // `last`: this stream's last submitted point. Called under m_.
@@ -199,6 +216,9 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   std::uint64_t reported_failed_ = 0;
   std::once_flag staging_once_;
   std::unique_ptr<Staging> staging_;  // destroyed first: its segments need the device
+  std::once_flag host_funcs_once_;
+  std::unique_ptr<HostFuncs> host_funcs_owner_;  // ~StreamCore runs what is queued first
+  std::atomic<HostFuncs*> host_funcs_{nullptr};
 };
 
 }  // namespace hostrt::detail

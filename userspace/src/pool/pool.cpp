@@ -187,10 +187,17 @@ void* Pool::allocate(std::size_t bytes, Stream& stream) {
   return core_->allocate(bytes, ref(stream, *this, "allocate"));
 }
 void* Pool::allocate(std::size_t bytes) { return core_->allocate(bytes, {}); }
-void Pool::deallocate(void* p, Stream& stream) { core_->deallocate(p, ref(stream, *this, "deallocate")); }
+// A stream-ordered free or use follows the stream's host functions: they may use the block.
+void Pool::deallocate(void* p, Stream& stream) {
+  const StreamRef s = ref(stream, *this, "deallocate");
+  stream.core()->drain_host_funcs();
+  core_->deallocate(p, s);
+}
 void Pool::deallocate(void* p) { core_->deallocate(p, {}); }
 void Pool::record_stream(void* p, Stream& stream) {
-  core_->record_stream(p, ref(stream, *this, "record_stream"));
+  const StreamRef s = ref(stream, *this, "record_stream");
+  stream.core()->drain_host_funcs();
+  core_->record_stream(p, s);
 }
 
 void Pool::set_access(const Device& device, bool enabled) {
