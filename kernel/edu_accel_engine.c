@@ -144,6 +144,45 @@ static bool edu_job_next_xfer(struct edu_job *job, struct edu_xfer *x)
 	return false;
 }
 
+/* Whether handing the job's ranges over moves bytes (bounce buffers, non-coherent DMA). */
+static bool edu_job_needs_sync(const struct edu_job *job)
+{
+	u32 i;
+
+	for (i = 0; i < job->nops; i++) {
+		const struct edu_op *op = &job->ops[i];
+
+		if ((op->src && edu_bo_needs_sync(op->src)) || (op->dst && edu_bo_needs_sync(op->dst)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Hands the job's ranges to the device (the job starts at the head of the engine: every
+ * earlier job has ended and given its destinations back to the CPU, so what is copied into
+ * bounce buffers here is current), or its destinations back to the CPU (the job ended).
+ */
+static void edu_job_sync(struct edu_accel_device *edev, struct edu_job *job, bool for_cpu)
+{
+	u32 i, ranges = 0;
+	u64 bytes = 0;
+
+	for (i = 0; i < job->nops; i++) {
+		struct edu_op *op = &job->ops[i];
+
+		if (!for_cpu && op->src && edu_bo_sync(edev, op->src, op->src_off, op->size, false)) {
+			ranges++;
+			bytes += op->size;
+		}
+		if (op->dst && edu_bo_sync(edev, op->dst, op->dst_off, op->size, for_cpu)) {
+			ranges++;
+			bytes += op->size;
+		}
+	}
+	trace_edu_job_sync(job->owner, job->queue->id, job->seqno, !for_cpu, ranges, bytes);
+}
+
 /*
  * Tells the world the job ended, with job->error: its ranges are back with the CPU. Called
  * with the engine lock held; the job is on no list.
@@ -222,7 +261,7 @@ static void edu_engine_retire(struct edu_accel_device *edev)
 		if (!job)
 			return;
 		if (job->synced)
-			edu_job_sync_for_cpu(edev, job);
+			edu_job_sync(edev, job, true);
 		spin_lock_irq(&e->lock);
 		edu_job_signal_locked(edev, job);
 		if (edu_engine_empty(e))
@@ -282,7 +321,7 @@ static void edu_job_start(struct edu_accel_device *edev, struct edu_job *job)
 	trace_edu_job_start(job->owner, job->queue->id, job->seqno, job->hw_fence->context,
 			    job->hw_fence->seqno, job->error);
 	if (!job->error) {
-		edu_job_sync_for_device(edev, job);
+		edu_job_sync(edev, job, false);
 		job->synced = true;
 	}
 }

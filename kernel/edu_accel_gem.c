@@ -115,7 +115,7 @@ static int edu_bo_map_sgtable(struct edu_accel_device *edev, struct edu_bo *bo)
 }
 
 /* Whether any segment's ownership transfers do work (the DMA API's answer, per address). */
-static bool edu_bo_needs_sync(struct device *dev, struct sg_table *sgt)
+static bool edu_sgt_needs_sync(struct device *dev, struct sg_table *sgt)
 {
 	struct scatterlist *sg;
 	int i;
@@ -188,7 +188,7 @@ static noinline int edu_bo_dma_map(struct edu_accel_device *edev, struct edu_bo 
 	ret = edu_bo_check_mapped(edev, bo);
 	if (ret)
 		goto unmap;
-	bo->need_sync = edu_bo_needs_sync(dev, &bo->sgt);
+	bo->need_sync = edu_sgt_needs_sync(dev, &bo->sgt);
 	ret = edu_bo_charge_bounce(edev, bo);
 	if (ret)
 		goto unmap;
@@ -652,7 +652,7 @@ struct edu_bo *edu_bo_import_mapped(struct edu_accel_device *edev, struct edu_cl
 	ret = edu_bo_check_mapped(edev, bo);
 	if (ret)
 		goto put;
-	bo->need_sync = edu_bo_needs_sync(&edev->pdev->dev, &bo->sgt);
+	bo->need_sync = edu_sgt_needs_sync(&edev->pdev->dev, &bo->sgt);
 	ret = edu_bo_charge_bounce(edev, bo);
 	if (ret)
 		goto put;
@@ -970,4 +970,50 @@ int edu_ioctl_bo_info(struct drm_device *drm, void *data, struct drm_file *file)
 	args->dma_nents = bo->sgt.nents;
 	drm_gem_object_put(&bo->base);
 	return 0;
+}
+
+/**
+ * edu_bo_sync - move ownership of a range of a mapped BO between the CPU and the device
+ * @edev: the device the BO is mapped for
+ * @bo: the BO
+ * @off: start of the range, in bytes
+ * @len: its length
+ * @for_cpu: to the CPU (the device wrote it) or to the device (it is about to be read or
+ *	written by DMA)
+ *
+ * Syncs only the DMA segments the range touches, each for only its part of the range. A
+ * mapping whose syncs are no-ops (coherent, not bounced: dma_need_sync() was false for every
+ * segment) is skipped without walking it. Process context: under bouncing a sync is a memcpy
+ * of the range.
+ *
+ * Return: whether anything had to be synced.
+ */
+bool edu_bo_sync(struct edu_accel_device *edev, struct edu_bo *bo, u64 off, u64 len, bool for_cpu)
+{
+	struct device *dev = &edev->pdev->dev;
+	struct scatterlist *sg;
+	u64 base = 0;
+	int i;
+
+	if (!bo->mapped || !bo->need_sync)
+		return false;
+	for_each_sgtable_dma_sg(&bo->sgt, sg, i) {
+		u64 seg = sg_dma_len(sg);
+
+		if (off < base + seg && off + len > base) {
+			u64 from = max(off, base) - base;
+			u64 to = min(off + len, base + seg) - base;
+
+			if (for_cpu)
+				dma_sync_single_range_for_cpu(dev, sg_dma_address(sg), from,
+							      to - from, bo->dir);
+			else
+				dma_sync_single_range_for_device(dev, sg_dma_address(sg), from,
+								 to - from, bo->dir);
+		}
+		base += seg;
+		if (base >= off + len)
+			break;
+	}
+	return true;
 }

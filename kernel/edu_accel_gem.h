@@ -108,6 +108,14 @@ void edu_bo_unmap_all(struct edu_accel_device *edev);
 /* Device-writable mappings one page may start at once (DMA-API debugging counts 1 + 7). */
 #define EDU_MAX_WRITE_MAPPINGS	8
 
+bool edu_bo_sync(struct edu_accel_device *edev, struct edu_bo *bo, u64 off, u64 len, bool for_cpu);
+
+/* Whether handing a range of @bo to the device or back moves bytes (process context only). */
+static inline bool edu_bo_needs_sync(const struct edu_bo *bo)
+{
+	return bo->need_sync;
+}
+
 int edu_bo_claim_write_mappings(struct edu_accel_device *edev, struct edu_bo *bo);
 void edu_bo_release_write_mappings(struct edu_accel_device *edev, struct edu_bo *bo);
 

@@ -206,9 +206,6 @@ void edu_queue_job_retired(struct edu_queue *q);
 void edu_queue_put(struct edu_queue *q);
 void edu_job_free(struct edu_job *job);
 struct edu_bo *edu_file_status_page(struct drm_file *file);
-void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job);
-void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job);
-bool edu_job_needs_sync(const struct edu_job *job);
 
 static inline struct edu_client *edu_file_client(struct drm_file *file)
 {

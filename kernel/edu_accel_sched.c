@@ -64,7 +64,7 @@ static struct dma_fence *edu_sched_run_job(struct drm_sched_job *sched_job)
 	/*
 	 * No sync for the device here: up to EDU_SCHED_CREDITS - 1 earlier jobs may still be on
 	 * the engine, one of them writing what this job reads. The engine hands the job's
-	 * ranges to the device when the job reaches its head (edu_job_sync_for_device()).
+	 * ranges to the device when the job reaches its head (the engine's edu_job_to_device()).
 	 */
 	fence = edu_engine_push(edev, job);
 	drm_dev_exit(idx);
@@ -207,110 +207,6 @@ static void edu_sched_free_job(struct drm_sched_job *sched_job)
 	 */
 	if (llist_add(&job->free_node, &edev->free_jobs))
 		queue_work(system_unbound_wq, &edev->free_work);
-}
-
-/*
- * Moves ownership of [off, off + len) of @bo (its DMA segments) to the CPU or the device.
- * Returns false when there was nothing to do: a mapping whose syncs are no-ops (coherent,
- * not bounced) is skipped without walking its segments.
- */
-static bool edu_bo_sync_range(struct device *dev, struct edu_bo *bo, u64 off, u64 len,
-			      bool for_cpu)
-{
-	struct scatterlist *sg;
-	u64 base = 0;
-	int i;
-
-	if (!bo->mapped || !bo->need_sync)
-		return false;
-	for_each_sgtable_dma_sg(&bo->sgt, sg, i) {
-		u64 seg = sg_dma_len(sg);
-
-		if (off < base + seg && off + len > base) {
-			u64 from = max(off, base) - base;
-			u64 to = min(off + len, base + seg) - base;
-
-			if (for_cpu)
-				dma_sync_single_range_for_cpu(dev, sg_dma_address(sg), from,
-							      to - from, bo->dir);
-			else
-				dma_sync_single_range_for_device(dev, sg_dma_address(sg), from,
-								 to - from, bo->dir);
-		}
-		base += seg;
-		if (base >= off + len)
-			break;
-	}
-	return true;
-}
-
-/**
- * edu_job_needs_sync - whether handing the job's ranges over moves bytes (bounce buffers,
- * non-coherent DMA), which only process context may do
- * @job: the job
- *
- * Return: false when every sync of the job is a no-op.
- */
-bool edu_job_needs_sync(const struct edu_job *job)
-{
-	u32 i;
-
-	for (i = 0; i < job->nops; i++) {
-		const struct edu_op *op = &job->ops[i];
-
-		if ((op->src && op->src->need_sync) || (op->dst && op->dst->need_sync))
-			return true;
-	}
-	return false;
-}
-
-/**
- * edu_job_sync_for_device - hand the job's ranges to the device (the job starts)
- * @edev: the device
- * @job: the job, at the head of the engine: every earlier job has ended and given its
- *	destinations back to the CPU, so what is copied into bounce buffers here is current
- */
-void edu_job_sync_for_device(struct edu_accel_device *edev, struct edu_job *job)
-{
-	struct device *dev = &edev->pdev->dev;
-	u32 i, ranges = 0;
-	u64 bytes = 0;
-
-	for (i = 0; i < job->nops; i++) {
-		struct edu_op *op = &job->ops[i];
-
-		if (op->src && edu_bo_sync_range(dev, op->src, op->src_off, op->size, false)) {
-			ranges++;
-			bytes += op->size;
-		}
-		if (op->dst && edu_bo_sync_range(dev, op->dst, op->dst_off, op->size, false)) {
-			ranges++;
-			bytes += op->size;
-		}
-	}
-	trace_edu_job_sync(job->owner, job->queue->id, job->seqno, true, ranges, bytes);
-}
-
-/**
- * edu_job_sync_for_cpu - give the job's destination ranges back to the CPU (the job ended)
- * @edev: the device
- * @job: the job
- */
-void edu_job_sync_for_cpu(struct edu_accel_device *edev, struct edu_job *job)
-{
-	struct device *dev = &edev->pdev->dev;
-	u32 i, ranges = 0;
-	u64 bytes = 0;
-
-	for (i = 0; i < job->nops; i++) {
-		struct edu_op *op = &job->ops[i];
-
-		if (op->dst && edu_bo_sync_range(dev, op->dst, op->dst_off, op->size, true)) {
-			ranges++;
-			bytes += op->size;
-		}
-	}
-	trace_edu_job_sync(job->owner, job->queue->id, job->seqno, false, ranges, bytes);
 }
 
 static const struct drm_sched_backend_ops edu_sched_ops = {
