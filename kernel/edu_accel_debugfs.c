@@ -225,9 +225,10 @@ static int edu_selftest_run(struct edu_accel_device *edev, struct seq_file *m)
 	memset(dst, 0, len);
 
 	t0 = ktime_get();
-	ret = edu_hw_dma_sync(edev, src_dma, 0, len, false);
+	ret = edu_engine_run_xfer(edev, &(struct edu_xfer){ .ram = src_dma, .len = len });
 	if (!ret)
-		ret = edu_hw_dma_sync(edev, dst_dma, 0, len, true);
+		ret = edu_engine_run_xfer(edev, &(struct edu_xfer){ .ram = dst_dma, .len = len,
+								     .to_ram = true });
 	ns = ktime_to_ns(ktime_sub(ktime_get(), t0));
 	if (ret == -EBUSY) {
 		/* The device may still write them: leaking two pages beats corrupting memory. */

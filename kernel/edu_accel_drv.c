@@ -353,12 +353,8 @@ static int edu_accel_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		return PTR_ERR(edev);
 	edev->pdev = pdev;
 	edev->dma_bits = dma_bits;
-	init_completion(&edev->dma_done);
 	INIT_LIST_HEAD(&edev->bos);
 	INIT_LIST_HEAD(&edev->clients);
-	ret = drmm_mutex_init(&edev->drm, &edev->dma_lock);
-	if (ret)
-		return ret;
 	ret = drmm_mutex_init(&edev->drm, &edev->obj_lock);
 	if (ret)
 		return ret;

@@ -26,8 +26,6 @@
  * @dma_bits: width of the DMA mask, equal to the edu device's dma_mask property
  * @iommu: DMA goes through a translating IOMMU (else dma-direct: bus address == physical)
  * @irq_is_msi: whether MSI was granted (else INTx, shared)
- * @dma_lock: serialises users of the DMA engine
- * @dma_done: completed by the IRQ handler when a DMA ends
  * @dma_count: transfers completed since probe
  * @irq_count: interrupts handled since probe
  * @obj_lock: protects @bos and @clients
@@ -68,8 +66,6 @@ struct edu_accel_device {
 	unsigned int dma_bits;
 	bool iommu;
 	bool irq_is_msi;
-	struct mutex dma_lock;
-	struct completion dma_done;
 	atomic64_t dma_count;
 	atomic64_t irq_count;
 	struct mutex obj_lock;

@@ -486,6 +486,16 @@ static bool edu_engine_dma_ended(struct edu_accel_device *edev)
 		goto out;
 	if (atomic_dec_if_positive(&e->drop_irqs) >= 0)
 		goto out;	/* fault injection: behave as if it never came */
+	if (e->kxfer) {
+		e->kxfer = false;
+		e->xfers++;
+		e->bytes += e->inflight;
+		edu_engine_set_busy(e, false);
+		complete(&e->kxfer_done);
+		/* Jobs queued while it ran wait for edu_engine_unreserve(), unless it gave up. */
+		edu_engine_kick_locked(edev);
+		goto out;
+	}
 	if (e->scrubbing) {
 		e->scrubbing = false;
 		e->owner = e->scrub_for;
@@ -533,16 +543,7 @@ static irqreturn_t edu_engine_irq(int irq, void *arg)
 	}
 	if (!(status & EDU_IRQ_DMA))
 		return IRQ_HANDLED;
-	if (!READ_ONCE(e->reserved))
-		return edu_engine_dma_ended(edev) ? IRQ_WAKE_THREAD : IRQ_HANDLED;
-	/*
-	 * The self test owns the channel while the engine is reserved for it, and its transfer
-	 * has ended only once the start bit is clear: a stray interrupt would have it program
-	 * the next transfer over a running one, or free buffers the device still writes.
-	 */
-	if (edu_hw_dma_idle(edev))
-		complete(&edev->dma_done);
-	return IRQ_HANDLED;
+	return edu_engine_dma_ended(edev) ? IRQ_WAKE_THREAD : IRQ_HANDLED;
 }
 
 /* The interrupt's thread: completes ended jobs, starts jobs whose ranges must bounce. */
@@ -729,6 +730,65 @@ void edu_engine_unreserve(struct edu_accel_device *edev)
 	edu_engine_advance(edev);
 }
 
+/* A reserver's transfer takes 100 ms of virtual time on edu; allow for a loaded host. */
+#define EDU_KXFER_TIMEOUT_MS	10000
+
+/**
+ * edu_engine_run_xfer - run one transfer for the engine's reserver (the self test) and wait
+ * @edev: the device, its engine reserved by the caller (edu_engine_reserve())
+ * @x: the transfer; its RAM side mapped for this device
+ *
+ * The transfer goes through the engine like a job's: the interrupt path ends it only once the
+ * device cleared its start bit, so a stray or late interrupt neither ends the wait early nor
+ * lets the caller free a buffer the device still writes.
+ *
+ * Return: 0; -EINVAL for a transfer edu would refuse; -ERANGE for memory past the DMA mask;
+ * -ENODEV once the device is lost; -ETIMEDOUT when no interrupt came but the device is idle;
+ * -EBUSY when the transfer may still run: its RAM side must then stay allocated (the engine
+ * stays busy until its interrupt).
+ */
+int edu_engine_run_xfer(struct edu_accel_device *edev, const struct edu_xfer *x)
+{
+	struct edu_engine *e = &edev->engine;
+	u32 cmd;
+	int ret = 0;
+
+	if (!x->len || x->len > EDU_MAX_XFER || x->dev_off + x->len >= EDU_DEV_BUF_SIZE)
+		return -EINVAL;
+	/* edu masks rather than rejects a wide address: never hand it one. */
+	if (!edu_range_reachable(edev, x->ram, x->len))
+		return -ERANGE;
+
+	spin_lock_irq(&e->lock);
+	if (e->lost || e->busy) {
+		ret = e->lost ? -ENODEV : -EBUSY;
+		spin_unlock_irq(&e->lock);
+		return ret;
+	}
+	reinit_completion(&e->kxfer_done);
+	e->kxfer = true;
+	edu_engine_set_busy(e, true);
+	e->inflight = x->len;
+	edu_hw_start_xfer(edev, x);
+	if (unlikely(READ_ONCE(edev->fault_selftest_stray_irq)))
+		edu_hw_raise_irq(edev, EDU_IRQ_DMA);
+	spin_unlock_irq(&e->lock);
+
+	if (wait_for_completion_timeout(&e->kxfer_done, msecs_to_jiffies(EDU_KXFER_TIMEOUT_MS)))
+		return 0;
+	/* Lost interrupt, or a transfer still running: the caller needs to know which. */
+	ret = edu_hw_wait_idle(edev, 1000 * USEC_PER_MSEC, &cmd) ? -EBUSY : -ETIMEDOUT;
+	spin_lock_irq(&e->lock);
+	if (e->kxfer && ret == -ETIMEDOUT) {
+		e->kxfer = false;
+		edu_engine_set_busy(e, false);
+	} else if (!e->kxfer) {
+		ret = 0;	/* its interrupt came after all */
+	}
+	spin_unlock_irq(&e->lock);
+	return ret;
+}
+
 /**
  * edu_engine_init - set up the engine of a device
  * @edev: the device
@@ -752,6 +812,7 @@ int edu_engine_init(struct edu_accel_device *edev)
 	if (ret)
 		return ret;
 	init_waitqueue_head(&e->idle);
+	init_completion(&e->kxfer_done);
 	e->fence_ctx = dma_fence_context_alloc(1);
 	return 0;
 }

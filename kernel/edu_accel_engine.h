@@ -8,6 +8,7 @@
 #define EDU_ACCEL_ENGINE_H
 
 #include <linux/atomic.h>
+#include <linux/completion.h>
 #include <linux/ktime.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
@@ -55,7 +56,9 @@ struct edu_xfer {
  * @wedged: a transfer never ended: bus mastering was taken away and the device declared lost
  * @zero: a zeroed page the device reads to clear its buffer
  * @zero_dma: its DMA address
- * @reserved: the self test owns the DMA channel
+ * @reserved: the self test owns the DMA channel: no job starts
+ * @kxfer: the transfer in flight is the reserver's (edu_engine_run_xfer()), not a job's
+ * @kxfer_done: completed when that transfer ended
  * @fence_ctx: dma_fence context of the hardware fences
  * @fence_seqno: last hardware fence seqno
  * @idle: woken when @jobs empties
@@ -84,6 +87,8 @@ struct edu_engine {
 	void *zero;
 	dma_addr_t zero_dma;
 	bool reserved;
+	bool kxfer;
+	struct completion kxfer_done;
 	u64 fence_ctx;
 	u64 fence_seqno;
 	wait_queue_head_t idle;
@@ -106,5 +111,6 @@ int edu_engine_request_irq(struct edu_accel_device *edev, unsigned int irq, unsi
 bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job);
 int edu_engine_reserve(struct edu_accel_device *edev);
 void edu_engine_unreserve(struct edu_accel_device *edev);
+int edu_engine_run_xfer(struct edu_accel_device *edev, const struct edu_xfer *x);
 
 #endif /* EDU_ACCEL_ENGINE_H */

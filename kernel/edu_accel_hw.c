@@ -11,9 +11,6 @@
 #include "edu_accel_engine.h"
 #include "edu_accel_hw.h"
 
-/* The device may need a full 100 ms of virtual time per DMA; allow for a loaded host. */
-#define EDU_DMA_TIMEOUT_MS	10000
-
 static u32 edu_rd(struct edu_accel_device *edev, u32 reg)
 {
 	return readl(edev->regs + reg);
@@ -143,44 +140,4 @@ bool edu_hw_dma_idle(struct edu_accel_device *edev)
 	if (READ_ONCE(edev->fault_stuck_dma))
 		return false;
 	return !(edu_rd(edev, EDU_REG_DMA_CMD) & EDU_DMA_CMD_START);
-}
-
-/**
- * edu_hw_dma_sync - run one DMA transfer and wait for its interrupt (self test only; the
- * caller has reserved the engine)
- * @edev: the device
- * @ram: DMA address of the RAM side, mapped for this device
- * @dev_off: offset in the device buffer
- * @len: bytes, 1..EDU_MAX_XFER, with @dev_off + @len < EDU_DEV_BUF_SIZE
- * @to_ram: direction (device buffer -> RAM when true)
- *
- * Return: 0, -EINVAL for a transfer edu would refuse, -ERANGE for an address past the DMA
- * mask, -ETIMEDOUT when no completion interrupt came but the device is idle, -EBUSY when the
- * transfer may still be running (the RAM side must then not be freed).
- */
-int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, u32 len,
-		    bool to_ram)
-{
-	int ret = 0;
-
-	if (!len || len > EDU_MAX_XFER || dev_off + len >= EDU_DEV_BUF_SIZE)
-		return -EINVAL;
-	/* edu masks rather than rejects a wide address: never hand it one. */
-	if (!edu_range_reachable(edev, ram, len))
-		return -ERANGE;
-
-	mutex_lock(&edev->dma_lock);
-	reinit_completion(&edev->dma_done);
-	edu_program(edev, ram, dev_off, len, to_ram);
-	if (unlikely(READ_ONCE(edev->fault_selftest_stray_irq)))
-		edu_hw_raise_irq(edev, EDU_IRQ_DMA);
-	if (!wait_for_completion_timeout(&edev->dma_done,
-					 msecs_to_jiffies(EDU_DMA_TIMEOUT_MS))) {
-		u32 cmd;
-
-		/* Lost interrupt, or a transfer still running: the caller needs to know which. */
-		ret = edu_hw_wait_idle(edev, 1000 * USEC_PER_MSEC, &cmd) ? -EBUSY : -ETIMEDOUT;
-	}
-	mutex_unlock(&edev->dma_lock);
-	return ret;
 }

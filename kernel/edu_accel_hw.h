@@ -44,7 +44,5 @@ bool edu_hw_dma_idle(struct edu_accel_device *edev);
 void edu_hw_raise_irq(struct edu_accel_device *edev, u32 status);
 int edu_hw_wait_idle(struct edu_accel_device *edev, u64 timeout_us, u32 *cmd);
 u32 edu_hw_irq_status(struct edu_accel_device *edev);
-int edu_hw_dma_sync(struct edu_accel_device *edev, dma_addr_t ram, u32 dev_off, u32 len,
-		    bool to_ram);
 
 #endif /* EDU_ACCEL_HW_H */

@@ -79,12 +79,18 @@ TEST(Smoke, DmaMaskMatchesTheMachine) {
 TEST(Smoke, DmaRoundTripThroughEachDevice) {
   for (const auto& n : bound_edu_nodes()) {
     auto before = read_text(n.debugfs + "/state");
+    auto engine_before = read_text(n.debugfs + "/engine");
     auto verdict = read_text(n.debugfs + "/selftest");
     auto after = read_text(n.debugfs + "/state");
-    ASSERT_TRUE(before && verdict && after) << n.debugfs;
+    auto engine_after = read_text(n.debugfs + "/engine");
+    ASSERT_TRUE(before && verdict && after && engine_before && engine_after) << n.debugfs;
     EXPECT_EQ(verdict->rfind("PASS", 0), 0u) << n.pci << ": " << *verdict;
     // Two transfers, each completed by its own interrupt.
     EXPECT_EQ(std::stoll(*field(*after, "dma_transfers")) - std::stoll(*field(*before, "dma_transfers")), 2)
+        << n.pci;
+    // Run by the engine, as a job's are (the self test once programmed the device itself).
+    EXPECT_EQ(
+        std::stoll(*field(*engine_after, "transfers")) - std::stoll(*field(*engine_before, "transfers")), 2)
         << n.pci;
   }
 }
