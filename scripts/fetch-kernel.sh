@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetches Debian's kernel image for the release whose headers are installed, without
 # installing it on the host, and keeps only what the VM boots with: vmlinuz and the modules
-# the guest loads (DRM, the scheduler, vgem as a PRIME peer, 9p over virtio), with a fresh modules.dep.
+# the guest loads (DRM, the scheduler, vgem as a PRIME peer, 9p over virtio, VFIO for the
+# registration benchmark's baseline), with a fresh modules.dep.
 #
 # usage: scripts/fetch-kernel.sh KVER OUTDIR
 # Result: OUTDIR/vmlinuz and OUTDIR/lib/modules/KVER/. Reruns are no-ops.
@@ -9,7 +10,7 @@ set -euo pipefail
 kver=$1
 out=$2
 # The stamp holds the module list's revision: a list that grows fetches again.
-rev=2
+rev=3
 stamp="$out/.complete"
 [ "$(cat "$stamp" 2>/dev/null)" = "rev $rev" ] && exit 0
 
@@ -40,7 +41,13 @@ dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$out" --wildcards \
 	"$m/kernel/fs/fscache/fscache.ko" \
 	"$m/kernel/fs/netfs/netfs.ko" \
 	"$m/kernel/net/9p/9pnet.ko" \
-	"$m/kernel/net/9p/9pnet_virtio.ko"
+	"$m/kernel/net/9p/9pnet_virtio.ko" \
+	"$m/kernel/drivers/vfio/vfio.ko" \
+	"$m/kernel/drivers/vfio/vfio_iommu_type1.ko" \
+	"$m/kernel/drivers/vfio/vfio_virqfd.ko" \
+	"$m/kernel/drivers/vfio/pci/vfio-pci-core.ko" \
+	"$m/kernel/drivers/vfio/pci/vfio-pci.ko" \
+	"$m/kernel/virt/lib/irqbypass.ko"
 mv "$out/boot/vmlinuz-$kver" "$out/vmlinuz"
 rmdir "$out/boot"
 rm -rf "$out/deb"

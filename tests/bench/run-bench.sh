@@ -23,6 +23,8 @@ in_vm iommu "hostrun $bin/engine_bench _iommu"
 # guest clock counts instructions instead of following the host's load.
 in_vm noiommu "hostrun $bin/pin_bench 7" pin-noiommu --icount-shift 0
 in_vm iommu "hostrun $bin/pin_bench 7 _iommu" pin-iommu --icount-shift 0
+# The same registrations against VFIO type1's MAP_DMA + UNMAP_DMA, on the same IOMMU.
+in_vm iommu "modprobe vfio-pci && modprobe vfio_iommu_type1 && hostrun $bin/vfio_bench" vfio --icount-shift 0
 # Real time (no icount): what submit-to-complete costs in wall time on top of the device.
 in_vm smp2 "hostrun $bin/engine_bench _smp2 2 65520"
 
