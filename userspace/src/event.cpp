@@ -4,6 +4,7 @@
 #include <string>
 
 #include "detail/device_core.hpp"
+#include "detail/event_recording.hpp"
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
 #include "detail/point_hold.hpp"
@@ -15,7 +16,8 @@ namespace hostrt {
 namespace {
 
 // The recorded stream's completion page is not mapped in a fork child: check first.
-const Event::Recorded* usable(const std::shared_ptr<const Event::Recorded>& r, const char* what) {
+const detail::EventRecording* usable(const std::shared_ptr<const detail::EventRecording>& r,
+                                     const char* what) {
   if (r && r->core->forked())
     detail::throw_used_after_fork(std::string(what) + ": event of stream " + std::to_string(r->core->id()));
   return r.get();
@@ -23,7 +25,7 @@ const Event::Recorded* usable(const std::shared_ptr<const Event::Recorded>& r, c
 
 // Whether the recorded work has ended; throws DeviceFault for a failure of the recorded
 // stream. A fault on a dependency's stream is that stream's to report (its own synchronize).
-bool completed(const Event::Recorded& r) {
+bool completed(const detail::EventRecording& r) {
   for (const auto& [s, p] : r.deps)
     if (!s->reached(p)) return false;
   if (!r.core->reached(r.point)) return false;
@@ -33,7 +35,7 @@ bool completed(const Event::Recorded& r) {
 
 // When the stream reached the recording (it has): the latest of record()'s own time and the
 // ends of the jobs it waited for.
-std::int64_t reached_at_ns(const Event::Recorded& r) {
+std::int64_t reached_at_ns(const detail::EventRecording& r) {
   std::int64_t t = r.recorded_ns;
   for (const auto& h : r.holds) t = std::max(t, h->signal_time_ns());
   return t;
@@ -48,9 +50,18 @@ Event::Event(EventFlags flags) : flags_(flags) {
           "Event: unknown flags " + std::to_string(static_cast<unsigned>(flags)));
 }
 
+Event::Event(const Event& o) : flags_(o.flags_), rec_(o.snapshot()) {}
+
+std::shared_ptr<const detail::EventRecording> Event::snapshot() const {
+  std::lock_guard lk(m_);
+  return rec_;
+}
+
+bool Event::recorded() const { return snapshot() != nullptr; }
+
 Event& Event::operator=(const Event& o) {
   if (this == &o) return *this;
-  std::shared_ptr<const Recorded> r = o.snapshot();
+  std::shared_ptr<const detail::EventRecording> r = o.snapshot();
   flags_ = o.flags_;
   std::lock_guard lk(m_);
   rec_.swap(r);  // the old recording goes after the lock
@@ -62,7 +73,7 @@ void Event::record(Stream& stream) {
   if (stream.core()->forked())
     detail::throw_used_after_fork("Event::record: stream " + std::to_string(stream.id()));
   stream.core()->drain_host_funcs();  // the event follows them
-  auto r = std::make_shared<Recorded>();
+  auto r = std::make_shared<detail::EventRecording>();
   r->deps = stream.core()->pending_waits();
   r->core = stream.core();
   r->point = r->core->last_submitted();
@@ -80,7 +91,7 @@ void Event::record(Stream& stream) {
                       static_cast<std::uint64_t>(detail::trace::Api::EventRecord), stream.id(), 0, r->point);
   detail::trace::emit(detail::trace::Kind::ApiEnd,
                       static_cast<std::uint64_t>(detail::trace::Api::EventRecord));
-  std::shared_ptr<const Recorded> made = std::move(r);
+  std::shared_ptr<const detail::EventRecording> made = std::move(r);
   std::lock_guard lk(m_);
   rec_.swap(made);
 }

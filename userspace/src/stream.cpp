@@ -6,6 +6,7 @@
 #include <string>
 
 #include "detail/device_core.hpp"
+#include "detail/event_recording.hpp"
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
 #include "detail/peer_views.hpp"

@@ -20,16 +20,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <utility>
-#include <vector>
 
 namespace hostrt {
 
 class Stream;
 
 namespace detail {
-class StreamCore;
-class PointHold;
+struct EventRecording;
 }  // namespace detail
 
 // cudaEventDefault, cudaEventBlockingSync, cudaEventDisableTiming: the same bits.
@@ -49,7 +46,7 @@ class Event {
   Event() noexcept = default;
   // InvalidArgument for bits EventFlags does not name.
   explicit Event(EventFlags flags);
-  Event(const Event& o) : flags_(o.flags_), rec_(o.snapshot()) {}
+  Event(const Event& o);
   Event& operator=(const Event& o);
   ~Event() = default;
 
@@ -74,33 +71,19 @@ class Event {
   // Blocks until query() would be true; throws like query().
   void synchronize();
 
-  bool recorded() const { return snapshot() != nullptr; }
+  bool recorded() const;
   std::uint64_t point() const;
   // Id of the stream recorded on, 0 if none.
   std::uint64_t stream_id() const;
 
-  // Internal: one recording, never changed once made (record() replaces the whole of it).
-  using Dependency = std::pair<std::shared_ptr<detail::StreamCore>, std::uint64_t>;
-  struct Recorded {
-    std::shared_ptr<detail::StreamCore> core;
-    std::uint64_t point = 0;
-    std::vector<Dependency> deps;  // points on other streams the recorded stream waited for
-    bool timed = false;
-    std::int64_t recorded_ns = 0;  // when record() ran (CLOCK_MONOTONIC)
-    // The points not yet reached at record() (the stream's and its waits'), held for their
-    // signal times.
-    std::vector<std::shared_ptr<const detail::PointHold>> holds;
-  };
-  // The current recording, or nullptr if never recorded.
-  std::shared_ptr<const Recorded> snapshot() const {
-    std::lock_guard lk(m_);
-    return rec_;
-  }
+  // The current recording (internal; detail/event_recording.hpp), or nullptr if never
+  // recorded.
+  std::shared_ptr<const detail::EventRecording> snapshot() const;
 
  private:
   EventFlags flags_ = EventFlags::Default;
   mutable std::mutex m_;  // guards rec_ (the pointer; what it points to is immutable)
-  std::shared_ptr<const Recorded> rec_;
+  std::shared_ptr<const detail::EventRecording> rec_;
 };
 
 }  // namespace hostrt
