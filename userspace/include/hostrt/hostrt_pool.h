@@ -89,9 +89,9 @@ hrtError_t hrtPoolResetPeakStats(hrtPool_t pool);
 /*
  * Stream-ordered allocation from a device's pool, as cudaMallocAsync:
  * - hrtDeviceGetDefaultMemPool: the device's default pool (made on first use, default
- *   properties). It cannot be destroyed (hrtErrorInvalidValue). After hrtDeviceReset its
- *   handle stays valid while blocks of it are allocated (it then returns each segment as it
- *   goes idle), and is destroyed with the reset when none are.
+ *   properties). It cannot be destroyed (hrtErrorInvalidValue). hrtDeviceReset destroys
+ *   its handle (hrtErrorInvalidResourceHandle after); blocks still allocated from it stay
+ *   valid and hrtFreeAsync frees them, and the pool goes once the last is back.
  * - hrtDeviceSetMemPool / hrtDeviceGetMemPool: the pool hrtMallocAsync uses for the device
  *   (the default pool unless set; a pool of another device is hrtErrorWrongDevice). A
  *   destroyed pool stops being the device's pool: the default one is again.

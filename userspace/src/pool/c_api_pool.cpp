@@ -168,15 +168,25 @@ void hostrt::detail::capi::device_reset_pools(Device& device) noexcept {
       h->pool->synchronize();
     } catch (...) {  // the device is closed: pending frees may not be waited for
     }
-    const PoolStats st = h->pool->stats();
-    if (st.allocated_bytes != 0 || st.pending_free_bytes != 0) {
-      h->pool->set_release_threshold(0);
-      return;
-    }
     dp.by_device.erase(it);
     Pools::instance().remove(h);
   }
-  delete h;
+  // As for hrtPoolDestroy: blocks still allocated stay valid and freeable (hrtFreeAsync finds
+  // the pool by address; NULL then means the block's own stream, which the handle keeps), and
+  // the handle, with the closed device's internals it holds, goes once the last is back.
+  bool now = false;
+  try {
+    now = idle(*h->pool);
+  } catch (...) {  // a lost device: its blocks may still be freed; retire it
+  }
+  if (now) {
+    delete h;
+    return;
+  }
+  try {
+    retire(h);
+  } catch (...) {  // no memory to list it: retire() destroyed the handle, not the pool
+  }
 }
 
 extern "C" {
