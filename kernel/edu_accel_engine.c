@@ -743,9 +743,10 @@ void edu_engine_unreserve(struct edu_accel_device *edev)
  * lets the caller free a buffer the device still writes.
  *
  * Return: 0; -EINVAL for a transfer edu would refuse; -ERANGE for memory past the DMA mask;
- * -ENODEV once the device is lost; -ETIMEDOUT when no interrupt came but the device is idle;
- * -EBUSY when the transfer may still run: its RAM side must then stay allocated (the engine
- * stays busy until its interrupt).
+ * -ENODEV once the device is lost; -EAGAIN when an earlier transfer given up on still holds
+ * the engine (nothing was programmed); -ETIMEDOUT when no interrupt came but the device is
+ * idle; -EBUSY when the transfer may still run: its RAM side must then stay allocated (the
+ * engine stays busy until its interrupt).
  */
 int edu_engine_run_xfer(struct edu_accel_device *edev, const struct edu_xfer *x)
 {
@@ -761,7 +762,7 @@ int edu_engine_run_xfer(struct edu_accel_device *edev, const struct edu_xfer *x)
 
 	spin_lock_irq(&e->lock);
 	if (e->lost || e->busy) {
-		ret = e->lost ? -ENODEV : -EBUSY;
+		ret = e->lost ? -ENODEV : -EAGAIN;
 		spin_unlock_irq(&e->lock);
 		return ret;
 	}
