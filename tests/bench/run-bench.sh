@@ -23,8 +23,16 @@ in_vm iommu "hostrun $bin/engine_bench _iommu"
 # guest clock counts instructions instead of following the host's load.
 in_vm noiommu "hostrun $bin/pin_bench 7" pin-noiommu --icount-shift 0
 in_vm iommu "hostrun $bin/pin_bench 7 _iommu" pin-iommu --icount-shift 0
-# The same registrations against VFIO type1's MAP_DMA + UNMAP_DMA, on the same IOMMU.
-in_vm iommu "modprobe vfio-pci && modprobe vfio_iommu_type1 && hostrun $bin/vfio_bench" vfio --icount-shift 0
+# The same registrations against VFIO type1's MAP_DMA + UNMAP_DMA, on the same IOMMU: with
+# the kernel's default lazy IOTLB flushing (DMA-FQ), then with edu_accel's device switched to
+# strict flushing (its IOMMU group's type DMA), which VFIO's own domain always uses.
+vfio="modprobe vfio-pci && modprobe vfio_iommu_type1 && hostrun $bin/vfio_bench"
+in_vm iommu "$vfio" vfio --icount-shift 0
+strict='d=$(ls /sys/bus/pci/drivers/edu_accel | grep -m1 ^0000) &&
+	g=/sys/kernel/iommu_groups/$(basename $(readlink /sys/bus/pci/devices/$d/iommu_group)) &&
+	echo $d > /sys/bus/pci/drivers/edu_accel/unbind && echo DMA > $g/type &&
+	echo $d > /sys/bus/pci/drivers_probe'
+in_vm iommu "$strict && $vfio 1 _strict" vfio-strict --icount-shift 0
 # Real time (no icount): what submit-to-complete costs in wall time on top of the device.
 in_vm smp2 "hostrun $bin/engine_bench _smp2 2 65520"
 
