@@ -7,8 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <memory>
+#include <thread>
 
 #include "c_api_fixture.hpp"
 #include "hostrt/hostrt.h"
@@ -76,6 +79,27 @@ TEST_P(ForkTest, AChildUsingTheParentsDeviceOrPoolGetsUsedAfterFork) {
   stream.synchronize();
   pool.deallocate(p, stream);
   pool.deallocate(held, stream);
+}
+
+// A host function queued in the parent at the fork: its thread does not exist in the child,
+// so a child's stream-ordered free after it would wait for it forever (alarm: the child dies
+// by SIGALRM instead of hanging the suite).
+TEST_P(ForkTest, AChildFreeingAfterTheParentsHostFunctionGetsUsedAfterForkNotAHang) {
+  Pool pool(*device);
+  void* p = pool.allocate(256, stream);
+  std::atomic<bool> go{false};
+  stream.launch_host_func([&] {
+    while (!go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  const int status = in_child([&] {
+    alarm(20);
+    return code_of([&] { pool.deallocate(p, stream); });
+  });
+  go = true;
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung (or crashed) instead of getting an error";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no error, 2: another error";
+  stream.synchronize();
+  pool.deallocate(p, stream);
 }
 
 TEST_P(ForkTest, RegisteredRangesAreNotInheritedWhileRegistered) {

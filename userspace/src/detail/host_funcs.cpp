@@ -4,10 +4,12 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
+#include "detail/fork_guard.hpp"
 
 namespace hostrt::detail {
 
@@ -73,6 +75,9 @@ void HostFuncs::launch(std::uint64_t point, std::function<void()> fn) {
 }
 
 void HostFuncs::drain() {
+  // In a fork child the thread that would empty the queue does not exist.
+  if (st_->stream != nullptr && st_->stream->forked())
+    throw_used_after_fork("host functions of stream " + std::to_string(st_->stream->id()));
   std::unique_lock lk(st_->m);
   if (t_running != nullptr && t_running == st_->stream)
     throw InvalidArgument(EDEADLK,
