@@ -676,11 +676,12 @@ bool edu_engine_timeout(struct edu_accel_device *edev, struct edu_job *job)
 		   job->queue->id, job->seqno, error);
 	edu_engine_set_busy(e, false);
 	/*
-	 * The device is idle: whatever ran was this job's transfer (the buffer still holds its
-	 * owner's bytes) or a clear that may not have happened (the owner stays the previous
-	 * one, so the next job clears again).
+	 * The device is idle (or wedged): whatever ran was this job's transfer (the buffer still
+	 * holds its owner's bytes), a clear that may not have happened (the owner stays the
+	 * previous one, so the next job clears again) or the self test's.
 	 */
 	e->scrubbing = false;
+	e->kxfer = false;	/* a self-test transfer given up on, still running when it gave up */
 	job->error = error;
 	edu_job_ended_locked(e, job);
 	edu_engine_kick_locked(edev);
