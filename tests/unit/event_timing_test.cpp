@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "c_api_fixture.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "hostrt/hostrt.h"
@@ -157,19 +158,8 @@ TEST_P(EventTiming, UntimedAndUnrecordedEventsAreRefused) {
 INSTANTIATE_TEST_SUITE_P(Backends, EventTiming, ::testing::Values(Backend::Emulated, Backend::Drm),
                          backend_name);
 
-// The C API: CUDA's codes.
-class CEventTiming : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    ::setenv("HOSTRT_BACKEND", GetParam() == Backend::Emulated ? "emulated" : "drm", 1);
-    SKIP_WITHOUT_DEVICE(GetParam());
-    ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
-  }
-  void TearDown() override {
-    ::unsetenv("HOSTRT_BACKEND");
-    hrtGetLastError();
-  }
-};
+// The C API: CUDA's codes (c_api_fixture.hpp selects the backend and device 0).
+class CEventTiming : public CApiBackendTest {};
 
 TEST_P(CEventTiming, ElapsedTimeAndItsErrors) {
   hrtStream_t s = nullptr;

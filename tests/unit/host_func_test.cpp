@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "c_api_fixture.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "hostrt/hostrt.h"
@@ -202,18 +203,8 @@ TEST_P(HostFunc, DestroyingTheStreamRunsItsQueuedFunctions) {
 INSTANTIATE_TEST_SUITE_P(Backends, HostFunc, ::testing::Values(Backend::Emulated, Backend::Drm),
                          backend_name);
 
-class CHostFunc : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    ::setenv("HOSTRT_BACKEND", GetParam() == Backend::Emulated ? "emulated" : "drm", 1);
-    SKIP_WITHOUT_DEVICE(GetParam());
-    ASSERT_EQ(hrtSetDevice(0), hrtSuccess);
-  }
-  void TearDown() override {
-    ::unsetenv("HOSTRT_BACKEND");
-    hrtGetLastError();
-  }
-};
+// The C API: CUDA's codes (c_api_fixture.hpp selects the backend and device 0).
+class CHostFunc : public CApiBackendTest {};
 
 struct Calls {
   std::atomic<int> n{0};
