@@ -373,9 +373,10 @@ TEST_F(PoolDeviceEdgeTest, DeviceResetWithLivePoolsAndPendingFrees) {
   ASSERT_EQ(hrtPoolMallocAsync(pool, &b, 2000, s), hrtSuccess);
   ASSERT_EQ(hrtPoolMalloc(pool, &c, 3000), hrtSuccess);
   ASSERT_EQ(hrtPoolMallocAsync(pool, &d, 4000, nullptr), hrtSuccess);
-  detail::EmulatedBackend* emu = detail::emulated_backend(Device(s->stream.core()->device()));
+  detail::EmulatedBackend* emu =
+      detail::emulated_backend(Device(detail::capi::stream_of(s).core()->device()));
   ASSERT_NE(emu, nullptr);
-  const std::uint32_t q = s->stream.core()->queue_id();
+  const std::uint32_t q = detail::capi::stream_of(s).core()->queue_id();
   const std::uint32_t q_null = detail::capi::stream_of(nullptr).core()->queue_id();
   emu->hold_queue(q, true);
   emu->hold_queue(q_null, true);

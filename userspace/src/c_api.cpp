@@ -1,13 +1,14 @@
 // The C API: thin wrappers over the C++ runtime. Each entry point runs its body inside
 // guarded(), which turns exceptions into status codes and records the thread's last error.
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
-#include <set>
 #include <string>
 #include <type_traits>
 
@@ -63,8 +64,9 @@ struct State {
   std::map<std::pair<Backend, int>, Dev> devices;
   std::map<void*, hostrt::PinnedBuffer> allocations;  // hrtMallocHost / hrtHostAlloc
   std::map<void*, hostrt::PinnedBuffer> registrations;
-  std::set<hrtStream_t> streams;
-  std::set<hrtEvent_t> events;
+  // Bumped (under m) whenever a device entry goes, so that the NULL-stream cache of every
+  // thread (below) misses from then on.
+  std::atomic<std::uint64_t> epoch{1};
 };
 
 State& state() {
@@ -120,12 +122,29 @@ std::shared_ptr<hrtStream> hostrt::detail::capi::default_stream_of(const hostrt:
   return nullptr;
 }
 
+namespace {
+// What NULL meant to this thread's last call: the default stream of (backend, device) while
+// no device entry has gone since (State::epoch). The State entry keeps the stream alive.
+struct NullStreamCache {
+  std::uint64_t epoch = 0;
+  Backend backend = Backend::Drm;
+  int device = -1;
+  hostrt::Stream* stream = nullptr;
+};
+thread_local NullStreamCache t_null;
+}  // namespace
+
 hostrt::Stream& hostrt::detail::capi::stream_of(hrtStream_t s) {
+  if (s != nullptr) return handle_object(s, "NULL stream", "unknown or destroyed stream").stream;
   auto& st = state();
+  const Backend b = selected_backend();
+  if (t_null.epoch == st.epoch.load(std::memory_order_acquire) && t_null.device == t_device &&
+      t_null.backend == b)
+    return *t_null.stream;
   std::lock_guard lk(st.m);
-  if (!s) return default_stream_locked(current_locked(st))->stream;
-  expect(st.streams.count(s) != 0, hrtErrorInvalidResourceHandle, "unknown or destroyed stream");
-  return s->stream;
+  hostrt::Stream& stream = default_stream_locked(current_locked(st))->stream;
+  t_null = {st.epoch.load(std::memory_order_relaxed), b, t_device, &stream};
+  return stream;
 }
 
 namespace {
@@ -133,11 +152,10 @@ namespace {
 using hostrt::detail::capi::current_device;
 using hostrt::detail::capi::stream_of;
 
-hrtEvent_t event_of(hrtEvent_t e) {
-  auto& st = state();
-  std::lock_guard lk(st.m);
-  expect(e && st.events.count(e) != 0, hrtErrorInvalidResourceHandle, "unknown or destroyed event");
-  return e;
+hrtEvent* event_of(hrtEvent_t e) {
+  hrtEvent* obj = hostrt::detail::capi::HandleRegistry::instance().find(e);
+  expect(obj != nullptr, hrtErrorInvalidResourceHandle, "unknown or destroyed event");
+  return obj;
 }
 
 // A C caller may pass any int in an enum; reading it as the C++ enum type would be UB for
@@ -162,11 +180,8 @@ int code_of(const hrtError_t& e) noexcept {
 hrtError_t create_stream(hrtStream_t* stream, hostrt::StreamPriority priority) {
   expect(stream != nullptr, hrtErrorInvalidValue, "stream is NULL");
   auto dev = current_device();
-  auto s = std::make_unique<hrtStream>(hrtStream{dev->create_stream(priority)});
-  auto& st = state();
-  std::lock_guard lk(st.m);
-  st.streams.insert(s.get());
-  *stream = s.release();
+  *stream = hostrt::detail::capi::HandleRegistry::instance().add(
+      std::make_unique<hrtStream>(hrtStream{dev->create_stream(priority)}));
   return hrtSuccess;
 }
 
@@ -250,6 +265,7 @@ hrtError_t hrtDeviceReset(void) {
       if (it == st.devices.end()) return hrtSuccess;
       d = std::move(it->second);
       st.devices.erase(it);
+      st.epoch.fetch_add(1, std::memory_order_acq_rel);
     }
     d.device->close();
     hostrt::detail::capi::device_reset_pools(*d.device);
@@ -388,14 +404,8 @@ hrtError_t hrtDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPrio
 
 hrtError_t hrtStreamDestroy(hrtStream_t stream) {
   return guarded(__func__, [&] {
-    auto& st = state();
-    std::unique_ptr<hrtStream> owned;
-    {
-      std::lock_guard lk(st.m);
-      expect(stream && st.streams.erase(stream) == 1, hrtErrorInvalidResourceHandle,
-             "unknown or destroyed stream");
-      owned.reset(stream);
-    }
+    std::unique_ptr<hrtStream> owned = hostrt::detail::capi::HandleRegistry::instance().remove(stream);
+    expect(owned != nullptr, hrtErrorInvalidResourceHandle, "unknown or destroyed stream");
     return hrtSuccess;
   });
 }
@@ -455,25 +465,16 @@ hrtError_t hrtEventCreateWithFlags(hrtEvent_t* event, unsigned int flags) {
            "hrtEventInterprocess: events cannot be shared between processes");
     expect((flags & ~(hrtEventBlockingSync | hrtEventDisableTiming)) == 0, hrtErrorInvalidValue,
            "unknown event flags " + std::to_string(flags));
-    auto e = std::make_unique<hrtEvent>(hrtEvent{hostrt::Event(static_cast<hostrt::EventFlags>(flags))});
-    auto& st = state();
-    std::lock_guard lk(st.m);
-    st.events.insert(e.get());
-    *event = e.release();
+    *event = hostrt::detail::capi::HandleRegistry::instance().add(
+        std::make_unique<hrtEvent>(hrtEvent{hostrt::Event(static_cast<hostrt::EventFlags>(flags))}));
     return hrtSuccess;
   });
 }
 
 hrtError_t hrtEventDestroy(hrtEvent_t event) {
   return guarded(__func__, [&] {
-    auto& st = state();
-    std::unique_ptr<hrtEvent> owned;
-    {
-      std::lock_guard lk(st.m);
-      expect(event && st.events.erase(event) == 1, hrtErrorInvalidResourceHandle,
-             "unknown or destroyed event");
-      owned.reset(event);
-    }
+    std::unique_ptr<hrtEvent> owned = hostrt::detail::capi::HandleRegistry::instance().remove(event);
+    expect(owned != nullptr, hrtErrorInvalidResourceHandle, "unknown or destroyed event");
     return hrtSuccess;
   });
 }

@@ -7,9 +7,9 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <set>
 #include <string>
 
+#include "detail/c_handles.hpp"
 #include "hostrt/hostrt.h"
 #include "hostrt/hostrt.hpp"
 
@@ -32,8 +32,15 @@ struct CError {
   std::string message;
 };
 
+// The C-string form builds no message unless the check fails (every entry point checks
+// several things on its hot path).
+inline void expect(bool cond, hrtError_t code, const char* msg) {
+  if (!cond) [[unlikely]]
+    throw CError{code, msg};
+}
 inline void expect(bool cond, hrtError_t code, const std::string& msg) {
-  if (!cond) throw CError{code, msg};
+  if (!cond) [[unlikely]]
+    throw CError{code, msg};
 }
 
 // Records code and "fn: what" as this thread's last error; returns code. Takes C strings: it
@@ -77,42 +84,15 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
   }
 }
 
-// The live handles of one C object type (pools, registration caches): a destroyed or unknown
-// handle is refused with hrtErrorInvalidResourceHandle instead of being dereferenced or
-// deleted twice. Never destroyed (handles may be used from static destructors).
+// The object behind a C handle of kind T: hrtErrorInvalidValue for NULL,
+// hrtErrorInvalidResourceHandle for anything not live (see detail/c_handles.hpp). No lock.
 template <class T>
-class HandleSet {
- public:
-  static HandleSet& instance() {
-    static HandleSet* s = new HandleSet;
-    return *s;
-  }
-  void add(T* h) {
-    std::lock_guard lk(m_);
-    live_.insert(h);
-  }
-  // Forgets h; false if it was not live.
-  bool remove(T* h) {
-    std::lock_guard lk(m_);
-    return live_.erase(h) == 1;
-  }
-  bool contains(T* h) {
-    std::lock_guard lk(m_);
-    return live_.count(h) != 0;
-  }
-  // The first live handle for which pred holds, or nullptr.
-  template <class Pred>
-  T* find_if(Pred&& pred) {
-    std::lock_guard lk(m_);
-    for (T* h : live_)
-      if (pred(*h)) return h;
-    return nullptr;
-  }
-
- private:
-  std::mutex m_;
-  std::set<T*> live_;
-};
+T& handle_object(T* handle, const char* null_message, const char* stale_message) {
+  expect(handle != nullptr, hrtErrorInvalidValue, null_message);
+  T* obj = HandleRegistry::instance().find(handle);
+  expect(obj != nullptr, hrtErrorInvalidResourceHandle, stale_message);
+  return *obj;
+}
 
 // The stream behind a handle: a live one (hrtErrorInvalidResourceHandle otherwise), or for
 // NULL the current device's default stream.

@@ -83,6 +83,7 @@ DeviceCore::DeviceCore(std::unique_ptr<DeviceBackend> backend, std::size_t index
 
 DeviceCore::~DeviceCore() {
   // The default pool first, while the backend its segments and waits need is still here.
+  default_pool_ptr_.store(nullptr, std::memory_order_relaxed);
   default_pool_.reset();
   // A child has neither the emulated engine's thread nor the right to close the parent's
   // objects: its copy of the backend is left as it is.
@@ -119,17 +120,19 @@ void DeviceCore::watch_close(const std::shared_ptr<pool::PoolCore>& p) {
   if (closed()) p->source_closed();
 }
 
+// Both read without the lock: every hrtMallocAsync asks.
 hostrt::Pool& DeviceCore::default_pool() {
+  if (hostrt::Pool* p = default_pool_ptr_.load(std::memory_order_acquire)) return *p;
   std::lock_guard lk(mem_pool_m_);
-  if (!default_pool_) default_pool_.reset(new hostrt::Pool(hostrt::Pool::DefaultPoolTag{}, *this));
+  if (!default_pool_) {
+    default_pool_.reset(new hostrt::Pool(hostrt::Pool::DefaultPoolTag{}, *this));
+    default_pool_ptr_.store(default_pool_.get(), std::memory_order_release);
+  }
   return *default_pool_;
 }
 
 hostrt::Pool& DeviceCore::mem_pool() {
-  {
-    std::lock_guard lk(mem_pool_m_);
-    if (mem_pool_ != nullptr) return *mem_pool_;
-  }
+  if (hostrt::Pool* p = mem_pool_.load(std::memory_order_acquire)) return *p;
   return default_pool();
 }
 
@@ -137,12 +140,12 @@ void DeviceCore::set_mem_pool(hostrt::Pool* p) {
   if (p != nullptr && p->device_core() != this)
     throw WrongDevice(EXDEV, "set_mem_pool: the pool is not one of device " + std::to_string(index_) + "'s");
   std::lock_guard lk(mem_pool_m_);
-  mem_pool_ = p;
+  mem_pool_.store(p, std::memory_order_release);
 }
 
 void DeviceCore::forget_mem_pool(const hostrt::Pool* p) noexcept {
   std::lock_guard lk(mem_pool_m_);
-  if (mem_pool_ == p) mem_pool_ = nullptr;
+  if (mem_pool_.load(std::memory_order_relaxed) == p) mem_pool_.store(nullptr, std::memory_order_release);
 }
 
 void DeviceCore::add_stream(const std::shared_ptr<StreamCore>& s) {

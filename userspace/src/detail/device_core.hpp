@@ -97,9 +97,10 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   std::vector<std::shared_ptr<RetiredStream>> retired_;  // under streams_m_
   std::mutex pools_m_;
   std::vector<std::weak_ptr<pool::PoolCore>> pools_;
-  std::mutex mem_pool_m_;
+  std::mutex mem_pool_m_;  // writers of the three below
   std::unique_ptr<hostrt::Pool> default_pool_;
-  hostrt::Pool* mem_pool_ = nullptr;  // nullptr: the default pool
+  std::atomic<hostrt::Pool*> default_pool_ptr_{nullptr};  // default_pool_, once made
+  std::atomic<hostrt::Pool*> mem_pool_{nullptr};          // nullptr: the default pool
 };
 
 // One BO known to the registry; releases both on destruction.

@@ -45,12 +45,10 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
   });
 }
 
-using Pools = hostrt::detail::capi::HandleSet<hrtPool>;
+using hostrt::detail::capi::HandleRegistry;
 
 hrtPool& pool_of(hrtPool_t p) {
-  expect(p != nullptr, hrtErrorInvalidValue, "NULL pool");
-  expect(Pools::instance().contains(p), hrtErrorInvalidResourceHandle, "unknown or destroyed pool");
-  return *p;
+  return hostrt::detail::capi::handle_object(p, "NULL pool", "unknown or destroyed pool");
 }
 
 // A pool call's stream: NULL is the default stream of the pool's own device (not the
@@ -64,7 +62,9 @@ hostrt::Stream& stream_for(hrtPool& p, hrtStream_t s) {
 // destroyed (handles may be used from static destructors); see device_reset_pools.
 struct DefaultPools {
   std::mutex m;
-  std::map<const hostrt::detail::DeviceCore*, hrtPool*> by_device;
+  std::map<const hostrt::detail::DeviceCore*, hrtPool_t> by_device;
+  // Bumped whenever a handle leaves by_device: every thread's DefaultHandleSeen misses then.
+  std::atomic<std::uint64_t> epoch{1};
 };
 DefaultPools& default_pools() {
   static DefaultPools* d = new DefaultPools;
@@ -73,26 +73,39 @@ DefaultPools& default_pools() {
 
 // Made also by hrtMallocAsync on the default pool: the handle holds the device's default
 // stream, so that blocks allocated on it can be freed after hrtDeviceReset.
-hrtPool* default_pool_handle(hostrt::Device& device) {
+hrtPool_t default_pool_handle(const std::shared_ptr<hostrt::detail::DeviceCore>& device) {
   auto& dp = default_pools();
-  const hostrt::detail::DeviceCore* key = device.core().get();
+  const hostrt::detail::DeviceCore* key = device.get();
   {
     std::lock_guard lk(dp.m);
     if (auto it = dp.by_device.find(key); it != dp.by_device.end()) return it->second;
   }
-  auto h = std::make_unique<hrtPool>(hrtPool{hostrt::Device(device.core()),
-                                             hostrt::detail::capi::default_stream_of(key), nullptr,
-                                             &device.default_pool()});
+  auto h =
+      std::make_unique<hrtPool>(hrtPool{hostrt::Device(device), hostrt::detail::capi::default_stream_of(key),
+                                        nullptr, &device->default_pool()});
   std::lock_guard lk(dp.m);
-  auto [it, made] = dp.by_device.emplace(key, h.get());
-  if (made) {
-    Pools::instance().add(h.get());
-    h.release();
-  }
+  auto it = dp.by_device.find(key);
+  if (it == dp.by_device.end())
+    it = dp.by_device.emplace(key, HandleRegistry::instance().add(std::move(h))).first;
   return it->second;
 }
 
-bool is_default_handle(hrtPool_t p) { return p->owned == nullptr; }
+// The device whose default pool's handle this thread last made sure of (hrtMallocAsync asks
+// on every call), valid while DefaultPools::epoch has not moved.
+struct DefaultHandleSeen {
+  const hostrt::detail::DeviceCore* device = nullptr;
+  std::uint64_t epoch = 0;
+};
+thread_local DefaultHandleSeen t_default_handle_seen;
+
+void ensure_default_pool_handle(const std::shared_ptr<hostrt::detail::DeviceCore>& device) {
+  const std::uint64_t epoch = default_pools().epoch.load(std::memory_order_acquire);
+  if (t_default_handle_seen.device == device.get() && t_default_handle_seen.epoch == epoch) return;
+  (void)default_pool_handle(device);
+  t_default_handle_seen = {device.get(), epoch};
+}
+
+bool is_default_handle(const hrtPool& p) { return p.owned == nullptr; }
 
 // Pools hrtPoolDestroy could not destroy yet because blocks are still allocated from them:
 // as cudaMemPoolDestroy, the blocks stay valid until freed (hrtFreeAsync still finds them),
@@ -158,19 +171,21 @@ void retire(hrtPool* pool) {
 // returns each segment to the driver as soon as it is idle (release threshold 0).
 void hostrt::detail::capi::device_reset_pools(Device& device) noexcept {
   auto& dp = default_pools();
-  hrtPool* h = nullptr;
+  std::unique_ptr<hrtPool> owned;
   {
     std::lock_guard lk(dp.m);
     auto it = dp.by_device.find(device.core().get());
     if (it == dp.by_device.end()) return;
-    h = it->second;
+    owned = HandleRegistry::instance().remove(it->second);
+    dp.by_device.erase(it);
+    dp.epoch.fetch_add(1, std::memory_order_acq_rel);
+    if (!owned) return;
     try {
-      h->pool->synchronize();
+      owned->pool->synchronize();
     } catch (...) {  // the device is closed: pending frees may not be waited for
     }
-    dp.by_device.erase(it);
-    Pools::instance().remove(h);
   }
+  hrtPool* h = owned.release();
   // As for hrtPoolDestroy: blocks still allocated stay valid and freeable (hrtFreeAsync finds
   // the pool by address; NULL then means the block's own stream, which the handle keeps), and
   // the handle, with the closed device's internals it holds, goes once the last is back.
@@ -214,27 +229,25 @@ hrtError_t hrtPoolCreate(hrtPool_t* pool, hrtStream_t stream, const hrtPoolProps
         hrtPool{hostrt::Device(core), hostrt::detail::capi::default_stream_of(core.get()), nullptr, nullptr});
     p->owned = std::make_unique<hostrt::Pool>(p->device, o);
     p->pool = p->owned.get();
-    Pools::instance().add(p.get());
-    *pool = p.release();
+    *pool = HandleRegistry::instance().add(std::move(p));
   });
 }
 
 hrtError_t hrtPoolDestroy(hrtPool_t pool) {
   return guarded(__func__, [&] {
     if (pool == nullptr) return;
-    expect(!Pools::instance().contains(pool) || !is_default_handle(pool), hrtErrorInvalidValue,
+    const hrtPool* live = HandleRegistry::instance().find(pool);
+    expect(live == nullptr || !is_default_handle(*live), hrtErrorInvalidValue,
            "a device's default pool cannot be destroyed");
-    expect(Pools::instance().remove(pool), hrtErrorInvalidResourceHandle, "unknown or destroyed pool");
+    std::unique_ptr<hrtPool> owned = HandleRegistry::instance().remove(pool);
+    expect(owned != nullptr, hrtErrorInvalidResourceHandle, "unknown or destroyed pool");
     // The handle is gone from here on: the pool is destroyed now or retired, never leaked.
     bool now = false;
     try {
-      now = idle(*pool->pool);
+      now = idle(*owned->pool);
     } catch (...) {  // a lost device: its blocks may still be freed; retire it
     }
-    if (now)
-      delete pool;
-    else
-      retire(pool);
+    if (!now) retire(owned.release());
     reap_retired();
   });
 }
@@ -326,7 +339,7 @@ hrtError_t hrtPoolResetPeakStats(hrtPool_t pool) {
 hrtError_t hrtDeviceGetDefaultMemPool(hrtPool_t* pool, int device) {
   return guarded(__func__, [&] {
     expect(pool != nullptr, hrtErrorInvalidValue, "NULL pool out-pointer");
-    *pool = default_pool_handle(*hostrt::detail::capi::device_at(device));
+    *pool = default_pool_handle(hostrt::detail::capi::device_at(device)->core());
   });
 }
 
@@ -343,10 +356,11 @@ hrtError_t hrtDeviceGetMemPool(hrtPool_t* pool, int device) {
     const auto d = hostrt::detail::capi::device_at(device);
     hostrt::Pool* current = &d->mem_pool();
     if (current == &d->default_pool()) {
-      *pool = default_pool_handle(*d);
+      *pool = default_pool_handle(d->core());
       return;
     }
-    hrtPool* h = Pools::instance().find_if([current](const hrtPool& x) { return x.pool == current; });
+    hrtPool_t h = HandleRegistry::instance().find_if<hrtPool>(
+        [current](const hrtPool& x) { return x.pool == current; });
     expect(h != nullptr, hrtErrorInvalidValue, "the device's pool has no C handle");
     *pool = h;
   });
@@ -378,9 +392,10 @@ hrtError_t hrtMallocAsync(void** ptr, size_t size, hrtStream_t stream) {
   return guarded(__func__, [&] {
     expect(ptr != nullptr, hrtErrorInvalidValue, "NULL out-pointer");
     hostrt::Stream& s = stream_of(stream);
-    hostrt::Device d(s.core()->device());
-    hostrt::Pool& current = d.mem_pool();
-    if (&current == &d.default_pool()) (void)default_pool_handle(d);
+    const std::shared_ptr<hostrt::detail::DeviceCore>& d = s.core()->device();
+    d->backend(__func__);  // DeviceLost once closed, UsedAfterFork in a child
+    hostrt::Pool& current = d->mem_pool();
+    if (&current == &d->default_pool()) ensure_default_pool_handle(d);
     *ptr = current.allocate(size, s);
   });
 }
@@ -400,7 +415,9 @@ hrtError_t hrtFreeAsync(void* ptr, hrtStream_t stream) {
       owner->deallocate(ptr, s->stream);
       return;
     }
-    hrtPool* h = Pools::instance().find_if([owner](const hrtPool& x) { return x.pool == owner; });
+    auto& handles = HandleRegistry::instance();
+    const hrtPool* h =
+        handles.find(handles.find_if<hrtPool>([owner](const hrtPool& x) { return x.pool == owner; }));
     if (h != nullptr && h->null_stream) {
       owner->deallocate(ptr, h->null_stream->stream);
       return;

@@ -35,13 +35,11 @@ hrtError_t guarded(const char* fn, F&& body) noexcept {
   });
 }
 
-using Caches = hostrt::detail::capi::HandleSet<hrtRegCache>;
+using hostrt::detail::capi::HandleRegistry;
 
 hrtRegCache& cache_of(hrtRegCache_t c) {
-  expect(c != nullptr, hrtErrorInvalidValue, "NULL registration cache");
-  expect(Caches::instance().contains(c), hrtErrorInvalidResourceHandle,
-         "unknown or destroyed registration cache");
-  return *c;
+  return hostrt::detail::capi::handle_object(c, "NULL registration cache",
+                                             "unknown or destroyed registration cache");
 }
 
 std::pair<std::uintptr_t, std::size_t> key(void* ptr, std::size_t size) {
@@ -57,18 +55,16 @@ hrtError_t hrtRegCacheCreate(hrtRegCache_t* cache, hrtStream_t stream, unsigned 
     expect(cache != nullptr, hrtErrorInvalidValue, "NULL cache out-pointer");
     expect((flags & ~hrtHostRegisterReadOnly) == 0u, hrtErrorInvalidValue, "unknown hrtHostRegister flags");
     hostrt::Stream& s = stream_of(stream);
-    auto c = std::make_unique<hrtRegCache>(hostrt::Device(s.core()->device()), flags);
-    Caches::instance().add(c.get());
-    *cache = c.release();
+    *cache = HandleRegistry::instance().add(
+        std::make_unique<hrtRegCache>(hostrt::Device(s.core()->device()), flags));
   });
 }
 
 hrtError_t hrtRegCacheDestroy(hrtRegCache_t cache) {
   return guarded(__func__, [&] {
     if (cache == nullptr) return;
-    expect(Caches::instance().remove(cache), hrtErrorInvalidResourceHandle,
+    expect(HandleRegistry::instance().remove(cache) != nullptr, hrtErrorInvalidResourceHandle,
            "unknown or destroyed registration cache");
-    delete cache;
   });
 }
 

@@ -56,7 +56,7 @@ using detail::pool::StreamRef;
   return detail::pool::stream_ref(*c);
 }
 
-// Every live Pool, for find_pool (hrtFreeAsync) and pointer attributes. Never destroyed:
+// Every live Pool, for pointer attributes (find_pool asks the page map). Never destroyed:
 // pools may go in static destructors.
 struct Directory {
   std::mutex m;
@@ -163,6 +163,7 @@ Pool::Pool(DefaultPoolTag, detail::DeviceCore& device)
 
 void Pool::attach(detail::DeviceCore* device) {
   device_ = device;
+  core_->set_owner(this);
   if (device != nullptr) device->watch_close(core_);
   auto& d = directory();
   std::lock_guard lk(d.m);
@@ -170,6 +171,7 @@ void Pool::attach(detail::DeviceCore* device) {
 }
 
 Pool::~Pool() {
+  core_->set_owner(nullptr);
   {
     auto& d = directory();
     std::lock_guard lk(d.m);
@@ -340,11 +342,8 @@ bool PoolMemoryResource::do_is_equal(const std::pmr::memory_resource& other) con
 // ---- the pools of the process -------------------------------------------------------------
 
 Pool* detail::find_pool(const void* p) {
-  auto& d = directory();
-  std::lock_guard lk(d.m);
-  for (Pool* pool : d.pools)
-    if (pool->core().owns(p)) return pool;
-  return nullptr;
+  detail::pool::PoolCore* c = detail::pool::PoolCore::at(p);
+  return c != nullptr ? c->owner() : nullptr;
 }
 
 bool detail::describe_pool_block(const void* p, PoolBlockInfo& info) {

@@ -23,6 +23,7 @@ std::unique_ptr<Segment> make_segment(std::unique_ptr<SegmentMemory> memory, Siz
 
 Arena::~Arena() {
   for (auto& s : segments_) {
+    map_.assign(s->base, s->size, nullptr);  // the map outlives this pool; clearing cannot throw
     for (Block* b = s->first; b != nullptr;) {
       Block* next = b->next;
       delete b;

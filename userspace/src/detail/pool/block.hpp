@@ -19,6 +19,7 @@ namespace hostrt::detail::pool {
 
 struct Segment;
 struct Block;
+class PoolCore;
 
 // Orders free blocks by (size, address): best fit is a lower_bound. Defined after Block.
 struct BlockBySize {
@@ -88,7 +89,8 @@ struct Segment {
   // One large block's own segment, made for a miss: never split, reused whole by a request
   // that wastes at most an eighth of it (see Arena::fit_in).
   bool dedicated = false;
-  SlotTable slots;  // block start -> Block*, read without a lock by deallocate()
+  const PoolCore* owner = nullptr;  // the pool whose segment this is (the page map is shared)
+  SlotTable slots;                  // block start -> Block*, read without a lock by deallocate()
   Block* first = nullptr;
   std::size_t free_bytes = 0;  // in Free blocks
 

@@ -16,7 +16,13 @@ bool PageMap::representable(std::uintptr_t base, std::size_t size) noexcept {
   return base < limit && size <= limit - base;
 }
 
+PageMap& PageMap::process() {
+  static PageMap* m = new PageMap;
+  return *m;
+}
+
 void PageMap::assign(std::uintptr_t base, std::size_t size, Segment* seg) {
+  std::lock_guard lk(writer_);
   const std::uintptr_t first = base >> kPageShift;
   const std::uintptr_t last = (base + size) >> kPageShift;  // exclusive
   for (std::uintptr_t page = first; page < last; ++page) {

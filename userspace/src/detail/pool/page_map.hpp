@@ -1,7 +1,9 @@
 // PageMap: 4 KiB page -> Segment*, a three-level radix tree over the 47-bit user address
-// space. Readers (deallocate's fast path) take no lock: interior nodes are created once and
-// live as long as the map, and every entry is an atomic pointer. Writers are serialized by
-// the caller (the arena lock).
+// space. Readers (deallocate's fast path, hrtFreeAsync's search for a pointer's pool) take no
+// lock: interior nodes are created once and live as long as the map, and every entry is an
+// atomic pointer. There is one map for the process (every pool's segments, each naming its
+// pool), so that finding a pointer's pool is one lookup, not a scan of the pools; writers
+// take the map's own lock.
 #pragma once
 
 #include <array>
@@ -9,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 namespace hostrt::detail::pool {
 
@@ -16,6 +19,9 @@ struct Segment;
 
 class PageMap {
  public:
+  // The process's map. Never destroyed: pools may go in static destructors.
+  static PageMap& process();
+
   PageMap() = default;
   PageMap(const PageMap&) = delete;
   PageMap& operator=(const PageMap&) = delete;
@@ -48,6 +54,7 @@ class PageMap {
     std::array<std::atomic<Node3*>, 1u << kBits2> children{};
   };
 
+  std::mutex writer_;
   std::array<std::atomic<Leaf*>, 1u << kBits1> root_{};
 };
 

@@ -79,7 +79,7 @@ PoolCore::PoolCore(std::unique_ptr<SegmentSource> source, const PoolOptions& opt
       source_(std::move(source)),
       release_threshold_(options.release_threshold),
       fork_generation_(fork_generation()),
-      arena_(map_) {
+      arena_(PageMap::process()) {
   if (!source_) throw InvalidArgument(EINVAL, "pool: no segment source");
   on_fork_child(forget_fast_slot);
 }
@@ -87,6 +87,11 @@ PoolCore::PoolCore(std::unique_ptr<SegmentSource> source, const PoolOptions& opt
 void PoolCore::check_process(const char* what) const {
   if (fork_generation() != fork_generation_) [[unlikely]]
     throw_used_after_fork(std::string("pool ") + what);
+}
+
+PoolCore* PoolCore::at(const void* p) noexcept {
+  const Segment* s = PageMap::process().lookup(reinterpret_cast<std::uintptr_t>(p));
+  return s != nullptr ? const_cast<PoolCore*>(s->owner) : nullptr;
 }
 
 PoolCore::~PoolCore() {
@@ -355,6 +360,7 @@ void PoolCore::grow(std::size_t bytes, SizeClass cls, bool dedicated) {
   try {
     // Both the driver call and the slot table's mmap happen here, with no lock held.
     seg = make_segment(source_->allocate(bytes), cls, dedicated);
+    seg->owner = this;
     if (seg->size < (dedicated ? bytes : std::min(bytes, kSmallLimit)) ||
         !PageMap::representable(seg->base, seg->size))
       throw OutOfMemory(ENOMEM, "pool: segment source returned unusable memory");
@@ -399,7 +405,7 @@ namespace {
 
 Block* PoolCore::find_allocated(const void* p) const {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
-  const Segment* seg = map_.lookup(addr);
+  const Segment* seg = segment_at(addr);
   if (seg == nullptr) throw_not_allocated(addr);
   return allocated_at(addr, seg->base, seg->size, seg->slots.view()).block;
 }
@@ -411,7 +417,7 @@ Block* PoolCore::find_allocated(const void* p) const {
   ThreadCache::SegmentHint& h = tc.hint;
   if (addr - h.base < h.size && h.epoch == epoch) [[likely]]
     return allocated_at(addr, h.base, h.size, h.slots);
-  const Segment* seg = map_.lookup(addr);
+  const Segment* seg = segment_at(addr);
   if (seg == nullptr) throw_not_allocated(addr);
   const SlotEntry e = allocated_at(addr, seg->base, seg->size, seg->slots.view());
   h = {seg->base, seg->size, seg->slots.view(), epoch};
@@ -614,7 +620,7 @@ std::size_t PoolCore::block_size(const void* p) const { return find_allocated(p)
 bool PoolCore::describe(const void* p, std::uintptr_t& base, std::size_t& requested) const {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard lk(mu_);  // no block splits or merges meanwhile
-  const Segment* seg = map_.lookup(addr);
+  const Segment* seg = segment_at(addr);
   if (seg == nullptr || addr - seg->base >= seg->size) return false;
   // Only a block's first slot names it: the nearest named slot at or before p is its block.
   const SlotTable::View v = seg->slots.view();

@@ -50,8 +50,15 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // Whether p lies in one of this pool's segments (no lock; a pool being destroyed must not
   // be asked).
   bool owns(const void* p) const noexcept {
-    return map_.lookup(reinterpret_cast<std::uintptr_t>(p)) != nullptr;
+    return segment_at(reinterpret_cast<std::uintptr_t>(p)) != nullptr;
   }
+  // The pool core in one of whose segments p lies, or nullptr: one page-map lookup, no lock.
+  // Valid only while that pool cannot go (the caller holds a block of it, or its owner).
+  static PoolCore* at(const void* p) noexcept;
+  // The hostrt::Pool this core serves (find_pool); nullptr before it is set and once the Pool
+  // is gone. Set and cleared by hostrt::Pool.
+  hostrt::Pool* owner() const noexcept { return owner_.load(std::memory_order_acquire); }
+  void set_owner(hostrt::Pool* pool) noexcept { owner_.store(pool, std::memory_order_release); }
   // The allocated block containing p (any byte of it): its address and the size the user
   // asked for. False when p is in no allocated block of this pool (free, cached, pending).
   bool describe(const void* p, std::uintptr_t& base, std::size_t& requested) const;
@@ -131,7 +138,12 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   const std::uint64_t fork_generation_;
 
   mutable std::mutex mu_;
-  PageMap map_;  // written under mu_, read by deallocate() without it
+  // This pool's segment holding addr, or nullptr (the page map holds every pool's).
+  const Segment* segment_at(std::uintptr_t addr) const noexcept {
+    const Segment* s = PageMap::process().lookup(addr);
+    return s != nullptr && s->owner == this ? s : nullptr;
+  }
+  std::atomic<hostrt::Pool*> owner_{nullptr};
   Arena arena_;
   PendingFrees pending_;
   std::size_t growing_ = 0;  // bytes of segments being allocated (no lock held) right now
