@@ -125,9 +125,9 @@ struct PoolStats {
   std::size_t peak_reserved_bytes = 0;
   std::size_t allocated_bytes = 0;  // held by users, rounded sizes
   std::size_t requested_bytes = 0;  // held by users, as requested
-  // High-water marks of the two above, updated whenever the pool's lock is taken (a miss, a
-  // pending free, a cache overflow): exact with thread_cache_bytes = 0, a lower bound of the
-  // true peak otherwise.
+  // High-water marks of the two above, updated by every allocation that takes the pool's lock
+  // (a thread-cache miss): exact with thread_cache_bytes = 0, a lower bound of the true peak
+  // otherwise.
   std::size_t peak_allocated_bytes = 0;
   std::size_t peak_requested_bytes = 0;
   std::size_t pending_free_bytes = 0;  // freed, waiting for device work

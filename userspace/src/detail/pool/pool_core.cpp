@@ -580,7 +580,8 @@ void PoolCore::free_locked_path(ThreadCache& tc, Block* b, Commit& commit) {
   if (tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed)) drain_locked(tc);
   reclaim_locked(released);
   release_above_threshold_locked(doomed);
-  sample_peaks_locked();
+  // No peak sampling here: a free lowers what is allocated, and the scan of every thread's
+  // counters under the arena lock made each pending free slower the more threads there were.
 }
 
 void PoolCore::record_stream(void* p, StreamRef stream) {
