@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "detail/access.hpp"
 #include "detail/pool/segment_source.hpp"
 #include "hostrt/hostrt.h"
 #include "hostrt/hostrt.hpp"
@@ -458,7 +459,8 @@ struct TraceResult {
 
 TraceResult replay(const Trace& t, const hostrt::PoolOptions& options) {
   TraceResult r;
-  hostrt::Pool pool(std::make_unique<AddressSpaceSource>(), options);
+  auto owned = hostrt::detail::Access::pool(std::make_unique<AddressSpaceSource>(), options);
+  hostrt::Pool& pool = *owned;
   std::vector<void*> ptrs(t.ops.size());
   std::vector<std::size_t> sizes(t.ops.size());
   std::size_t live = 0;

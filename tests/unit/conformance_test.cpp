@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "test_util.hpp"
@@ -32,7 +33,7 @@ class Conformance : public ::testing::TestWithParam<Backend> {
   }
   Device& dev() { return *dev_; }
   EmulatedBackend* emu() { return detail::emulated_backend(dev()); }
-  std::uint32_t queue_of(const Stream& s) { return s.core()->queue_id(); }
+  std::uint32_t queue_of(const Stream& s) { return hostrt::detail::Access::core(s)->queue_id(); }
 
   // Makes the next job fail with -ETIMEDOUT: through the emulated hook, or on the driver by
   // dropping the next DMA interrupt (debugfs fault_drop_irqs, root only), which the job's
@@ -385,10 +386,10 @@ TEST_P(Conformance, ACopyAboveOneJobsBudgetGoesAsSeveralJobs) {
   const auto want = pattern(n, 9);
   PinnedBuffer src = dev().host_alloc(n), dst = dev().host_alloc(n);
   std::memcpy(src.data(), want.data(), n);
-  const std::uint64_t before = s.core()->last_submitted();
+  const std::uint64_t before = hostrt::detail::Access::core(s)->last_submitted();
   s.memcpy_async(dst.data(), src.data(), n, CopyKind::H2H);
   s.synchronize();
-  EXPECT_EQ(s.core()->last_submitted() - before, 2u);
+  EXPECT_EQ(hostrt::detail::Access::core(s)->last_submitted() - before, 2u);
   EXPECT_EQ(first_diff(dst.data(), want.data(), n), -1);
 }
 
@@ -817,8 +818,8 @@ TEST_P(Conformance, WaitingOnAnEventOfTheSameOrAnIdleStreamAddsNothing) {
   if (emu()) emu()->hold_queue(queue_of(s), true);
   s.memcpy_async(DevicePtr(0), a.data(), 64);
   auto queued = [&s] {
-    return (s.core()->state_word() & detail::StreamCore::kWaitsQueued) != 0 ||
-           !s.core()->pending_waits().empty();
+    return (hostrt::detail::Access::core(s)->state_word() & detail::StreamCore::kWaitsQueued) != 0 ||
+           !hostrt::detail::Access::core(s)->pending_waits().empty();
   };
   Event e;
   e.record(s);

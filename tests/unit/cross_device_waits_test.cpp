@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "c_api_fixture.hpp"
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "hostrt/hostrt.h"
@@ -30,7 +31,7 @@ TEST_P(CrossDeviceWait, AStreamReadsWhatAnotherDeviceWroteOnlyAfterItsEvent) {
   Stream s0 = d0().create_stream(), s1 = d1().create_stream();
   detail::EmulatedBackend* emu0 = detail::emulated_backend(d0());
   if (emu0) {
-    emu0->hold_queue(s0.core()->queue_id(), true);
+    emu0->hold_queue(hostrt::detail::Access::core(s0)->queue_id(), true);
   } else {  // device 0's write comes after a longer copy
     PinnedBuffer a = d0().host_alloc(64u << 10), b = d0().host_alloc(64u << 10);
     s0.memcpy_async(b.data(), a.data(), a.size(), CopyKind::H2H);
@@ -48,7 +49,7 @@ TEST_P(CrossDeviceWait, AStreamReadsWhatAnotherDeviceWroteOnlyAfterItsEvent) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     detail::emulated_backend(d1())->wait_until_stalled();
     EXPECT_FALSE(s1.query()) << "device 1 ran before device 0's event";
-    emu0->hold_queue(s0.core()->queue_id(), false);
+    emu0->hold_queue(hostrt::detail::Access::core(s0)->queue_id(), false);
   }
   s1.synchronize();
   EXPECT_TRUE(produced.query()) << "device 1 finished before the event it waited for";
@@ -64,7 +65,7 @@ TEST_P(CrossDeviceWait, AFreeAfterAWaitAlsoWaitsForTheOtherDevice) {
   pool.set_access(d1(), true);
   Stream s0 = d0().create_stream(), s1 = d1().create_stream();
   void* p = pool.allocate(4000, s1);
-  emu0->hold_queue(s0.core()->queue_id(), true);
+  emu0->hold_queue(hostrt::detail::Access::core(s0)->queue_id(), true);
   s0.memcpy_async(p, DevicePtr(0), 4000);
   Event e;
   e.record(s0);
@@ -72,7 +73,7 @@ TEST_P(CrossDeviceWait, AFreeAfterAWaitAlsoWaitsForTheOtherDevice) {
   pool.deallocate(p, s1);
   void* q = pool.allocate(4000, s1);
   EXPECT_NE(q, p) << "reused while device 0 was still to write it";
-  emu0->hold_queue(s0.core()->queue_id(), false);
+  emu0->hold_queue(hostrt::detail::Access::core(s0)->queue_id(), false);
   s0.synchronize();
   pool.deallocate(q, s1);
 }
@@ -90,7 +91,7 @@ TEST_P(CrossDeviceWait, EventsOfMoreOfAnotherDevicesStreamsThanOneJobMayNameAreA
   std::vector<Event> events(max + 4);
   for (auto& e : events) {
     Stream& p = producers.emplace_back(d1().create_stream());
-    if (emu1) emu1->hold_queue(p.core()->queue_id(), true);
+    if (emu1) emu1->hold_queue(hostrt::detail::Access::core(p)->queue_id(), true);
     p.memcpy_async(b.data(), a.data(), 4096, CopyKind::H2H);
     e.record(p);
   }
@@ -100,7 +101,7 @@ TEST_P(CrossDeviceWait, EventsOfMoreOfAnotherDevicesStreamsThanOneJobMayNameAreA
     if (!emu1) return;
     emu1->wait_until_stalled();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    for (auto& p : producers) emu1->hold_queue(p.core()->queue_id(), false);
+    for (auto& p : producers) emu1->hold_queue(hostrt::detail::Access::core(p)->queue_id(), false);
   });
   const std::size_t n = 1000;
   PinnedBuffer in = d0().host_alloc(n), out = d0().host_alloc(n);
@@ -123,7 +124,7 @@ TEST_P(CrossDeviceWait, ClosingTheWaitedDeviceDoesNotWedgeTheWaitingStream) {
   Stream s0 = d0().create_stream(), s1 = d1().create_stream();
   PinnedBuffer a = d0().host_alloc(64u << 10), b = d0().host_alloc(64u << 10);
   detail::EmulatedBackend* emu0 = detail::emulated_backend(d0());
-  if (emu0) emu0->hold_queue(s0.core()->queue_id(), true);
+  if (emu0) emu0->hold_queue(hostrt::detail::Access::core(s0)->queue_id(), true);
   s0.memcpy_async(b.data(), a.data(), emu0 ? 4000 : a.size(), CopyKind::H2H);
   Event e;
   e.record(s0);
@@ -132,7 +133,7 @@ TEST_P(CrossDeviceWait, ClosingTheWaitedDeviceDoesNotWedgeTheWaitingStream) {
   PinnedBuffer x = d1().host_alloc(4096);
   EXPECT_NO_THROW(s1.memcpy_async(DevicePtr(0), x.data(), 64));
   EXPECT_NO_THROW(s1.memcpy_async(DevicePtr(0), x.data(), 64));
-  if (emu0) emu0->hold_queue(s0.core()->queue_id(), false);
+  if (emu0) emu0->hold_queue(hostrt::detail::Access::core(s0)->queue_id(), false);
   EXPECT_NO_THROW(s1.synchronize());
 }
 

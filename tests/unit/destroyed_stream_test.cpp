@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "hostrt/pool.hpp"
@@ -30,7 +31,7 @@ class DestroyedStream : public ::testing::TestWithParam<Backend> {
   // Makes s's next work wait: the queue held (Emulated) or a slow job ahead (Drm). Returns
   // the queue id, for release() after s is gone.
   std::uint32_t slow_down(Stream& s) {
-    const std::uint32_t q = s.core()->queue_id();
+    const std::uint32_t q = hostrt::detail::Access::core(s)->queue_id();
     if (emu()) {
       emu()->hold_queue(q, true);
     } else {
@@ -62,15 +63,16 @@ TEST_P(DestroyedStream, ABlockIsNotReusedWhileItsDestroyedHomeStreamsCopyIsQueue
   fill(p, n, 71);
   const std::vector<unsigned char> want(p, p + n);
   s1.memcpy_async(DevicePtr(512), p, n);  // reads p when it runs
-  const void* old_address = s1.core().get();
+  const void* old_address = hostrt::detail::Access::core(s1).get();
   s1.destroy();
 
   // A fresh stream at the destroyed one's address if the allocator gives one (it usually
   // does at once; not under ASan's quarantine, where the old code read freed memory instead).
   Stream s2 = dev().create_stream();
-  for (int i = 0; i < 16 && s2.core().get() != old_address; ++i) s2 = dev().create_stream();
+  for (int i = 0; i < 16 && hostrt::detail::Access::core(s2).get() != old_address; ++i)
+    s2 = dev().create_stream();
   std::printf("new stream at the destroyed stream's address: %s\n",
-              s2.core().get() == old_address ? "yes" : "no");
+              hostrt::detail::Access::core(s2).get() == old_address ? "yes" : "no");
 
   pool.deallocate(p, s2);
   auto* q = static_cast<unsigned char*>(pool.allocate(n, s2));

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "c_api_fixture.hpp"
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "hostrt/hostrt.h"
@@ -41,12 +42,12 @@ class EventTiming : public ::testing::TestWithParam<Backend> {
   // Makes s's next work wait: its queue held (Emulated) or a slow copy queued (Drm).
   void slow_down(Stream& s) {
     if (emu())
-      emu()->hold_queue(s.core()->queue_id(), true);
+      emu()->hold_queue(hostrt::detail::Access::core(s)->queue_id(), true);
     else
       s.memcpy_async(dst_.data(), src_.data(), kBytes, CopyKind::H2H);
   }
   void release(Stream& s) {
-    if (emu()) emu()->hold_queue(s.core()->queue_id(), false);
+    if (emu()) emu()->hold_queue(hostrt::detail::Access::core(s)->queue_id(), false);
   }
   void copy(Stream& s) { s.memcpy_async(DevicePtr(0), src_.data(), 2048); }
 

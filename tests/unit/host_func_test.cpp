@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "c_api_fixture.hpp"
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "hostrt/hostrt.h"
@@ -37,12 +38,12 @@ class HostFunc : public ::testing::TestWithParam<Backend> {
   // Queues a copy that cannot end yet (Emulated: its queue is held until release()) or ends
   // late (Drm: a 4096-byte staged copy, two edu transfers).
   std::uint64_t slow_copy(Stream& s) {
-    if (emu()) emu()->hold_queue(s.core()->queue_id(), true);
+    if (emu()) emu()->hold_queue(hostrt::detail::Access::core(s)->queue_id(), true);
     s.memcpy_async(dst_.data(), src_.data(), kBytes, CopyKind::H2H);
     return s.last_submitted();
   }
   void release(Stream& s) {
-    if (emu()) emu()->hold_queue(s.core()->queue_id(), false);
+    if (emu()) emu()->hold_queue(hostrt::detail::Access::core(s)->queue_id(), false);
   }
 
   static constexpr std::size_t kBytes = 4096;

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "c_api_fixture.hpp"
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "hostrt/hostrt.hpp"
@@ -28,7 +29,7 @@ class PoolAccess : public TwoDevices {
   // Device 1's queue held (emulated) so that its copy is certainly pending; false on Drm.
   bool hold_s1(bool held) {
     detail::EmulatedBackend* emu = detail::emulated_backend(d1());
-    if (emu) emu->hold_queue(s1().core()->queue_id(), held);
+    if (emu) emu->hold_queue(hostrt::detail::Access::core(s1())->queue_id(), held);
     return emu != nullptr;
   }
   std::optional<Stream> s0_, s1_;

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "hostrt/hostrt.hpp"
@@ -47,7 +48,7 @@ TEST_P(PoolApiTest, PoolBufferFreesOnItsStreamAfterTheCopy) {
   detail::EmulatedBackend* emu = detail::emulated_backend(*device);
   Pool pool(*device, PoolOptions{.thread_cache_bytes = 0});
   void* first = nullptr;
-  if (emu != nullptr) emu->hold_queue(stream.core()->queue_id(), true);
+  if (emu != nullptr) emu->hold_queue(hostrt::detail::Access::core(stream)->queue_id(), true);
   {
     PoolBuffer b = pool.allocate_buffer(4000, stream);
     first = b.data();
@@ -58,7 +59,7 @@ TEST_P(PoolApiTest, PoolBufferFreesOnItsStreamAfterTheCopy) {
   if (emu != nullptr) {
     EXPECT_NE(c.data(), first) << "reused while the copy was held";
     EXPECT_EQ(pool.stats().pending_free_bytes, 4032u);
-    emu->hold_queue(stream.core()->queue_id(), false);
+    emu->hold_queue(hostrt::detail::Access::core(stream)->queue_id(), false);
   } else if (c.data() == first) {
     EXPECT_TRUE(stream.reached(stream.last_submitted())) << "reused before completion";
   }
@@ -96,7 +97,7 @@ TEST_P(PoolApiTest, RecordStreamKeepsTheRecordedStreamAlive) {
   void* p = pool.allocate(4000, stream);
   fill(p, 4000, 5);
   auto other = std::make_unique<Stream>(device->create_stream());
-  const std::uint32_t q_other = other->core()->queue_id();
+  const std::uint32_t q_other = hostrt::detail::Access::core(*other)->queue_id();
   emu->hold_queue(q_other, true);
   other->memcpy_async(DevicePtr(0), p, 4000);
   pool.record_stream(p, *other);
@@ -121,7 +122,7 @@ TEST_P(PoolApiTest, ACopyOnAnotherStreamRecordsItsUseOfTheBlock) {
   fill(p, 8192, 41);
   Stream other = device->create_stream();
   if (emu != nullptr) {
-    emu->hold_queue(other.core()->queue_id(), true);
+    emu->hold_queue(hostrt::detail::Access::core(other)->queue_id(), true);
   } else {  // the copy waits behind a longer one
     PinnedBuffer a = device->host_alloc(64u << 10), b = device->host_alloc(64u << 10);
     other.memcpy_async(b.data(), a.data(), a.size(), CopyKind::H2H);
@@ -132,7 +133,7 @@ TEST_P(PoolApiTest, ACopyOnAnotherStreamRecordsItsUseOfTheBlock) {
   if (emu != nullptr) {
     EXPECT_NE(q, p) << "reused while the other stream's copy was held";
     EXPECT_EQ(pool.stats().pending_free_bytes, 8192u);
-    emu->hold_queue(other.core()->queue_id(), false);
+    emu->hold_queue(hostrt::detail::Access::core(other)->queue_id(), false);
   } else if (q == p) {
     EXPECT_TRUE(other.reached(other.last_submitted())) << "reused before the other stream's copy ended";
   }
@@ -185,12 +186,12 @@ TEST_P(PoolApiTest, StreamsMayMoveAndGoAwayAfterAFree) {
   auto s = std::make_unique<Stream>(device->create_stream());
   void* p = pool.allocate(4000, *s);
   Stream moved = std::move(*s);  // the handle moves; its internals (and the pool's view) stay
-  emu->hold_queue(moved.core()->queue_id(), true);
+  emu->hold_queue(hostrt::detail::Access::core(moved)->queue_id(), true);
   fill(p, 4000, 1);
   moved.memcpy_async(DevicePtr(0), p, 4000);
   pool.deallocate(p, moved);
   EXPECT_EQ(pool.stats().pending_free_bytes, 4032u) << "the copy is held: the free waits";
-  const std::uint32_t queue = moved.core()->queue_id();
+  const std::uint32_t queue = hostrt::detail::Access::core(moved)->queue_id();
   { Stream gone = std::move(moved); }  // the last handle goes while the free is pending
   s.reset();
   void* q = pool.allocate(4000, stream);
@@ -211,7 +212,8 @@ TEST_P(PoolApiTest, EveryStreamAFreeWaitsOnStaysAlive) {
   Pool pool(*device, PoolOptions{.thread_cache_bytes = 0});
   auto home = std::make_unique<Stream>(device->create_stream());
   auto other = std::make_unique<Stream>(device->create_stream());
-  const std::uint32_t home_q = home->core()->queue_id(), other_q = other->core()->queue_id();
+  const std::uint32_t home_q = hostrt::detail::Access::core(*home)->queue_id(),
+                      other_q = hostrt::detail::Access::core(*other)->queue_id();
   void* p = pool.allocate(4000, *home);
   fill(p, 4000, 2);
   emu->hold_queue(home_q, true);
@@ -245,7 +247,7 @@ TEST_P(PoolApiTest, AFreeAfterAStreamWaitEventWaitsForTheEventsWork) {
   Stream s1 = device->create_stream();
   void* p = pool.allocate(4000, stream);
   fill(p, 4000, 4);
-  if (emu != nullptr) emu->hold_queue(s1.core()->queue_id(), true);
+  if (emu != nullptr) emu->hold_queue(hostrt::detail::Access::core(s1)->queue_id(), true);
   s1.memcpy_async(DevicePtr(0), p, 4000);
   Event e;
   e.record(s1);
@@ -255,7 +257,7 @@ TEST_P(PoolApiTest, AFreeAfterAStreamWaitEventWaitsForTheEventsWork) {
   if (emu != nullptr) {
     EXPECT_NE(q, p) << "reused while s1's copy (which the free was ordered after) was held";
     EXPECT_EQ(pool.stats().pending_free_bytes, 4032u);
-    emu->hold_queue(s1.core()->queue_id(), false);
+    emu->hold_queue(hostrt::detail::Access::core(s1)->queue_id(), false);
   } else if (q == p) {
     EXPECT_TRUE(s1.reached(e.point())) << "reused before s1's copy ended";
   }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "detail/access.hpp"
 #include "detail/c_api_support.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
@@ -39,7 +40,8 @@ using detail::pool::PoolCore;
 // Before, it was a std::runtime_error only: catch (std::bad_alloc&) missed it.
 TEST(PoolErrorTest, PoolOutOfMemoryIsABadAllocAndAHostrtErrorAndAStdException) {
   auto c = std::make_shared<SourceCounters>();
-  Pool pool(std::make_unique<FakeSource>(c), PoolOptions{.max_bytes = 4 << 20});
+  auto owned = detail::Access::pool(std::make_unique<FakeSource>(c), PoolOptions{.max_bytes = 4 << 20});
+  Pool& pool = *owned;
   int as_bad_alloc = 0, as_error = 0, as_exception = 0, as_out_of_memory = 0;
   try {
     (void)pool.allocate(8 << 20);
@@ -373,11 +375,11 @@ TEST_F(PoolDeviceEdgeTest, DeviceResetWithLivePoolsAndPendingFrees) {
   ASSERT_EQ(hrtPoolMallocAsync(pool, &b, 2000, s), hrtSuccess);
   ASSERT_EQ(hrtPoolMalloc(pool, &c, 3000), hrtSuccess);
   ASSERT_EQ(hrtPoolMallocAsync(pool, &d, 4000, nullptr), hrtSuccess);
-  detail::EmulatedBackend* emu =
-      detail::emulated_backend(Device(detail::capi::stream_of(s).core()->device()));
+  detail::EmulatedBackend* emu = detail::emulated_backend(
+      detail::Access::device(hostrt::detail::Access::core(detail::capi::stream_of(s))->device()));
   ASSERT_NE(emu, nullptr);
-  const std::uint32_t q = detail::capi::stream_of(s).core()->queue_id();
-  const std::uint32_t q_null = detail::capi::stream_of(nullptr).core()->queue_id();
+  const std::uint32_t q = hostrt::detail::Access::core(detail::capi::stream_of(s))->queue_id();
+  const std::uint32_t q_null = hostrt::detail::Access::core(detail::capi::stream_of(nullptr))->queue_id();
   emu->hold_queue(q, true);
   emu->hold_queue(q_null, true);
   ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), b, 2000, hrtMemcpyHostToDevice, s), hrtSuccess);
@@ -510,12 +512,13 @@ TEST_F(PoolDeviceEdgeTest, DeviceDefaultAndCurrentPool) {
   std::weak_ptr<detail::DeviceCore> internals;
   {
     Device d0 = Device::open(0, Backend::Emulated), d1 = Device::open(1, Backend::Emulated);
-    internals = d0.core();
+    internals = hostrt::detail::Access::core(d0);
     Stream s = d0.create_stream();
     Pool& dp = d0.default_pool();
     EXPECT_EQ(&dp, &d0.default_pool());
     EXPECT_EQ(&d0.mem_pool(), &dp);
-    EXPECT_EQ(&Device(d0.core()).default_pool(), &dp) << "one per device, not per handle";
+    EXPECT_EQ(&detail::Access::device(hostrt::detail::Access::core(d0)).default_pool(), &dp)
+        << "one per device, not per handle";
     void* p = d0.malloc_async(1000, s);
     EXPECT_EQ(dp.stats().allocated_bytes, 1024u);
     EXPECT_EQ(pointer_attributes(p).size, 1000u);
@@ -599,7 +602,8 @@ TEST_F(PoolDeviceEdgeTest, CMallocAsyncFreeAsyncAndTheDevicesPools) {
   void* r = nullptr;
   ASSERT_EQ(hrtMallocAsync(&r, 100, nullptr), hrtSuccess);
   ASSERT_EQ(hrtStreamDestroy(s), hrtSuccess);
-  const std::weak_ptr<detail::DeviceCore> closed = detail::capi::current_device()->core();
+  const std::weak_ptr<detail::DeviceCore> closed =
+      hostrt::detail::Access::core(*detail::capi::current_device());
   Pool* closed_pool = detail::find_pool(r);
   ASSERT_NE(closed_pool, nullptr);
   ASSERT_EQ(hrtDeviceReset(), hrtSuccess);
@@ -624,9 +628,10 @@ TEST_F(PoolDeviceEdgeTest, DefaultPoolBlocksOnTheNullStreamSurviveAReset) {
   void* r = nullptr;
   ASSERT_EQ(hrtMallocAsync(&r, 1000, nullptr), hrtSuccess) << hrtGetLastErrorMessage();
   hostrt::Stream& null_stream = detail::capi::stream_of(nullptr);
-  detail::EmulatedBackend* emu = detail::emulated_backend(Device(null_stream.core()->device()));
+  detail::EmulatedBackend* emu =
+      detail::emulated_backend(detail::Access::device(hostrt::detail::Access::core(null_stream)->device()));
   ASSERT_NE(emu, nullptr);
-  const std::uint32_t q = null_stream.core()->queue_id();
+  const std::uint32_t q = hostrt::detail::Access::core(null_stream)->queue_id();
   emu->hold_queue(q, true);
   ASSERT_EQ(hrtMemcpyAsync(hrtDevicePtr(0), r, 1000, hrtMemcpyHostToDevice, nullptr), hrtSuccess);
   ASSERT_EQ(hrtDeviceReset(), hrtSuccess);

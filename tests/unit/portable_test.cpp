@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "c_api_fixture.hpp"
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "hostrt/hostrt.h"
@@ -98,10 +99,10 @@ TEST_P(Portable, TheOtherDevicesQueuedCopyOutlivesTheFree) {
                                           static_cast<unsigned char*>(p.data()) + 4000);
   Stream s1 = d1().create_stream();
   detail::EmulatedBackend* emu = detail::emulated_backend(d1());
-  if (emu) emu->hold_queue(s1.core()->queue_id(), true);
+  if (emu) emu->hold_queue(hostrt::detail::Access::core(s1)->queue_id(), true);
   s1.memcpy_async(DevicePtr(0), p.data(), 4000);  // queued, not run while held
   p.reset();                                      // freed with device 1's copy still queued
-  if (emu) emu->hold_queue(s1.core()->queue_id(), false);
+  if (emu) emu->hold_queue(hostrt::detail::Access::core(s1)->queue_id(), false);
   PinnedBuffer out = d1().host_alloc(4096);
   s1.memcpy_async(out.data(), DevicePtr(0), 4000);
   s1.synchronize();
@@ -119,10 +120,10 @@ TEST_P(Portable, FreeHostSyncWaitsForTheOtherDevicesStreams) {
   detail::EmulatedBackend* emu = detail::emulated_backend(d1());
   std::thread release;
   if (emu) {
-    emu->hold_queue(s1.core()->queue_id(), true);
+    emu->hold_queue(hostrt::detail::Access::core(s1)->queue_id(), true);
     release = std::thread([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      emu->hold_queue(s1.core()->queue_id(), false);
+      emu->hold_queue(hostrt::detail::Access::core(s1)->queue_id(), false);
     });
   } else {
     PinnedBuffer big = d1().host_alloc(64u << 10);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "detail/trace.hpp"
@@ -72,7 +73,7 @@ class RuntimeTrace : public ::testing::TestWithParam<Backend> {
     Pool pool(d);
     PinnedBuffer out = d.host_alloc(4096), slow_src = d.host_alloc(4096), slow_dst = d.host_alloc(4096);
     auto* emu = detail::emulated_backend(d);
-    k.queue_a = a.core()->queue_id();
+    k.queue_a = hostrt::detail::Access::core(a)->queue_id();
     if (emu)
       emu->hold_queue(static_cast<std::uint32_t>(k.queue_a), true);
     else  // edu takes ~100 ms per transfer under icount: the next copy stays queued behind it

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "hostrt/hostrt.hpp"
@@ -39,7 +40,7 @@ TEST_P(StagingTest, StagingIsNotReusedWhileItsJobIsQueuedBehindAnEvent) {
   if (emu == nullptr) GTEST_SKIP() << "needs the emulated engine's queue hold to queue a job behind an event";
   Stream gate = device->create_stream(), other = device->create_stream();
   auto s = std::make_unique<Stream>(device->create_stream());
-  emu->hold_queue(gate.core()->queue_id(), true);
+  emu->hold_queue(hostrt::detail::Access::core(gate)->queue_id(), true);
   const std::vector<unsigned char> tag = pattern(16, 9);
   gate.memcpy_async(DevicePtr(4000), tag.data(), tag.size());
   Event e;
@@ -50,7 +51,7 @@ TEST_P(StagingTest, StagingIsNotReusedWhileItsJobIsQueuedBehindAnEvent) {
   s.reset();                                          // the stream goes while its job is queued
   const std::vector<unsigned char> b = pattern(1000, 2);
   other.memcpy_async(DevicePtr(2000), b.data(), b.size());
-  emu->hold_queue(gate.core()->queue_id(), false);
+  emu->hold_queue(hostrt::detail::Access::core(gate)->queue_id(), false);
   emu->wait_until_stalled();  // everything has run, the destroyed stream's job included
   std::vector<unsigned char> back(1000);
   other.memcpy_async(back.data(), DevicePtr(0), back.size());
@@ -93,7 +94,7 @@ TEST_P(StagingTest, ConcurrentPageableCopiesOnOneStreamNeverFailForStaging) {
   fill(src.data(), n, 11);
   PinnedBuffer slow_src = device->host_alloc(4096), slow_dst = device->host_alloc(4096);
   if (emu != nullptr) {
-    emu->hold_queue(s.core()->queue_id(), true);
+    emu->hold_queue(hostrt::detail::Access::core(s)->queue_id(), true);
   } else {
     // ~100 ms per edu transfer: the copies below queue behind it.
     s.memcpy_async(slow_dst.data(), slow_src.data(), 4096, CopyKind::H2H);
@@ -121,7 +122,7 @@ TEST_P(StagingTest, ConcurrentPageableCopiesOnOneStreamNeverFailForStaging) {
     while (started.load() < threads_n) std::this_thread::yield();
     emu->wait_until_stalled();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the late ones reach acquire
-    emu->hold_queue(s.core()->queue_id(), false);
+    emu->hold_queue(hostrt::detail::Access::core(s)->queue_id(), false);
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failed.load(), 0) << error;

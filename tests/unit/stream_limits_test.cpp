@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "test_util.hpp"
@@ -34,7 +35,7 @@ TEST_P(StreamLimits, MoreCopiesThanTheDriverKeepsInFlightWaitInsteadOfFailing) {
   PinnedBuffer a = dev().host_alloc(16384), b = dev().host_alloc(16384);
   fill(a.data(), 64, 3);
   if (emu != nullptr) {
-    emu->hold_queue(s.core()->queue_id(), true);
+    emu->hold_queue(hostrt::detail::Access::core(s)->queue_id(), true);
   } else {
     s.memcpy_async(b.data(), a.data(), 16384, CopyKind::H2H);  // ~1 s on edu: the rest queue behind it
   }
@@ -60,7 +61,7 @@ TEST_P(StreamLimits, MoreCopiesThanTheDriverKeepsInFlightWaitInsteadOfFailing) {
       std::this_thread::yield();
     emu->wait_until_stalled();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    emu->hold_queue(s.core()->queue_id(), false);
+    emu->hold_queue(hostrt::detail::Access::core(s)->queue_id(), false);
   }
   producer.join();
   EXPECT_FALSE(failed.load()) << "copy " << submitted.load() + 1 << " failed: " << error;

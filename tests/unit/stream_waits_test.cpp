@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/emulated_backend.hpp"
 #include "test_util.hpp"
@@ -30,8 +31,8 @@ class StreamWaits : public ::testing::TestWithParam<Backend> {
   // Work on s that stays unfinished for a while: held until release_all() on Emulated.
   void slow_work(Stream& s) {
     if (emu()) {
-      emu()->hold_queue(s.core()->queue_id(), true);
-      held_.push_back(s.core()->queue_id());
+      emu()->hold_queue(hostrt::detail::Access::core(s)->queue_id(), true);
+      held_.push_back(hostrt::detail::Access::core(s)->queue_id());
       s.memcpy_async(DevicePtr(0), src_.data(), 64);
     } else {
       s.memcpy_async(dst_.data(), src_.data(), 4096, CopyKind::H2H);

@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include "detail/access.hpp"
 #include "detail/c_api_support.hpp"
 #include "detail/device_core.hpp"
 #include "hostrt/hostrt.h"
@@ -118,7 +119,8 @@ std::shared_ptr<hrtStream> hostrt::detail::capi::default_stream_of(const hostrt:
   auto& st = state();
   std::lock_guard lk(st.m);
   for (auto& [key, d] : st.devices)
-    if (d.device->core().get() == device && d.device->is_open()) return default_stream_locked(d);
+    if (hostrt::detail::Access::core(*d.device).get() == device && d.device->is_open())
+      return default_stream_locked(d);
   return nullptr;
 }
 

@@ -1,5 +1,6 @@
 #include "hostrt/device.hpp"
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
 #include "detail/trace.hpp"
@@ -49,22 +50,22 @@ std::uint64_t Device::pinned_bytes() const { return param(DRM_EDU_ACCEL_PARAM_PI
 
 PinnedBuffer Device::host_alloc(std::size_t bytes, unsigned flags) {
   live(core_, "host_alloc");
-  return PinnedBuffer(detail::Allocation::create(core_, bytes, flags));
+  return detail::Access::pinned(detail::Allocation::create(core_, bytes, flags));
 }
 
 PinnedBuffer Device::host_register(void* ptr, std::size_t bytes, unsigned flags) {
   live(core_, "host_register");
-  return PinnedBuffer(detail::Allocation::register_range(core_, ptr, bytes, flags));
+  return detail::Access::pinned(detail::Allocation::register_range(core_, ptr, bytes, flags));
 }
 
 PinnedBuffer Device::import_dmabuf(int fd) {
-  return PinnedBuffer(detail::Allocation::import_dmabuf(core_, fd));
+  return detail::Access::pinned(detail::Allocation::import_dmabuf(core_, fd));
 }
 
 void Device::free_host_sync(PinnedBuffer&& buffer) {
   PinnedBuffer b = std::move(buffer);  // freed on every path out of here
   if (!b) return;
-  const auto& a = b.allocation();
+  const auto& a = hostrt::detail::Access::allocation(b);
   if (a->device() != core_) throw WrongDevice(EXDEV, "free_host_sync: the buffer belongs to another device");
   synchronize();
   // Portable memory: the other devices that copied it may still be using it too.
@@ -75,12 +76,12 @@ void Device::free_host_sync(PinnedBuffer&& buffer) {
 void free_host_sync(PinnedBuffer&& buffer) {
   PinnedBuffer b = std::move(buffer);
   if (!b) return;
-  Device(b.allocation()->device()).free_host_sync(std::move(b));
+  detail::Access::device(hostrt::detail::Access::allocation(b)->device()).free_host_sync(std::move(b));
 }
 
 Stream Device::create_stream(StreamPriority priority) {
   live(core_, "create_stream");
-  return Stream(detail::StreamCore::create(core_, priority));
+  return detail::Access::stream(detail::StreamCore::create(core_, priority));
 }
 
 void Device::synchronize() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/event_recording.hpp"
 #include "detail/expects.hpp"
@@ -70,12 +71,12 @@ Event& Event::operator=(const Event& o) {
 
 void Event::record(Stream& stream) {
   EXPECTS(stream, "Event::record on a destroyed or empty stream");
-  if (stream.core()->forked())
+  if (hostrt::detail::Access::core(stream)->forked())
     detail::throw_used_after_fork("Event::record: stream " + std::to_string(stream.id()));
-  stream.core()->drain_host_funcs();  // the event follows them
+  hostrt::detail::Access::core(stream)->drain_host_funcs();  // the event follows them
   auto r = std::make_shared<detail::EventRecording>();
-  r->deps = stream.core()->pending_waits();
-  r->core = stream.core();
+  r->deps = hostrt::detail::Access::core(stream)->pending_waits();
+  r->core = hostrt::detail::Access::core(stream);
   r->point = r->core->last_submitted();
   if (timing()) {
     r->timed = true;

@@ -1,5 +1,6 @@
 #include "hostrt/host_memory.hpp"
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/expects.hpp"
 #include "detail/peer_views.hpp"
@@ -25,7 +26,7 @@ void PinnedBuffer::reset() noexcept { alloc_.reset(); }
 
 UniqueFd export_dmabuf(const PinnedBuffer& buffer) {
   EXPECTS(static_cast<bool>(buffer), "export_dmabuf of an empty buffer");
-  const auto& a = buffer.allocation();
+  const auto& a = hostrt::detail::Access::allocation(buffer);
   return UniqueFd(a->device()->backend("export_dmabuf").export_dmabuf(a->handle()));
 }
 

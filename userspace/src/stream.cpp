@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/event_recording.hpp"
 #include "detail/expects.hpp"
@@ -41,7 +42,8 @@ struct End {
 // then also waits for this copy, whether or not the user remembered record_stream. Before
 // the submit: a recorded use whose copy then fails only makes the free wait longer.
 void record_pool_use(const void* p, detail::StreamCore& s) {
-  if (Pool* pool = detail::find_pool(p)) (void)pool->core().record_use(p, detail::pool::stream_ref(s));
+  if (Pool* pool = detail::find_pool(p))
+    (void)hostrt::detail::Access::core(*pool).record_use(p, detail::pool::stream_ref(s));
 }
 
 End resolve_device(const void* p, std::size_t n, const Capabilities& caps, const char* role) {
@@ -246,7 +248,7 @@ void Stream::memcpy_async(void* dst, const void* src, std::size_t n, CopyKind ki
 
 void Stream::wait(const Event& event) {
   auto& s = live(core_, "wait");
-  const auto rec = event.snapshot();
+  const auto rec = detail::Access::snapshot(event);
   if (!rec) return;  // never recorded: nothing to wait for
   const detail::trace::ApiSpan span(detail::trace::Api::StreamWait, s.id(), rec->core->id(), rec->point);
   const auto& other = rec->core;

@@ -104,11 +104,9 @@ class Device {
   void close() noexcept;
   bool is_open() const noexcept;
 
-  // Internal.
-  explicit Device(std::shared_ptr<detail::DeviceCore> core) noexcept;
-  const std::shared_ptr<detail::DeviceCore>& core() const noexcept { return core_; }
-
  private:
+  friend struct detail::Access;
+  explicit Device(std::shared_ptr<detail::DeviceCore> core) noexcept;
   std::shared_ptr<detail::DeviceCore> core_;
 };
 

@@ -27,6 +27,7 @@ class Stream;
 
 namespace detail {
 struct EventRecording;
+struct Access;
 }  // namespace detail
 
 // cudaEventDefault, cudaEventBlockingSync, cudaEventDisableTiming: the same bits.
@@ -76,11 +77,10 @@ class Event {
   // Id of the stream recorded on, 0 if none.
   std::uint64_t stream_id() const;
 
-  // The current recording (internal; detail/event_recording.hpp), or nullptr if never
-  // recorded.
-  std::shared_ptr<const detail::EventRecording> snapshot() const;
-
  private:
+  friend struct detail::Access;
+  // The current recording (detail/event_recording.hpp), or nullptr if never recorded.
+  std::shared_ptr<const detail::EventRecording> snapshot() const;
   EventFlags flags_ = EventFlags::Default;
   mutable std::mutex m_;  // guards rec_ (the pointer; what it points to is immutable)
   std::shared_ptr<const detail::EventRecording> rec_;

@@ -30,7 +30,8 @@ namespace hostrt {
 
 namespace detail {
 class Allocation;
-}
+struct Access;
+}  // namespace detail
 
 class PinnedBuffer {
  public:
@@ -55,11 +56,9 @@ class PinnedBuffer {
   // Frees now (see the header comment for what "now" means for pending work). Never throws.
   void reset() noexcept;
 
-  // Internal: made by Device.
-  explicit PinnedBuffer(std::shared_ptr<detail::Allocation> a) noexcept;
-  const std::shared_ptr<detail::Allocation>& allocation() const noexcept { return alloc_; }
-
  private:
+  friend struct detail::Access;
+  explicit PinnedBuffer(std::shared_ptr<detail::Allocation> a) noexcept;
   std::shared_ptr<detail::Allocation> alloc_;
 };
 

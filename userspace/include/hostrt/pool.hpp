@@ -88,6 +88,7 @@ namespace detail {
 class StreamCore;
 class DeviceCore;
 class AccessList;
+struct Access;
 }  // namespace detail
 
 namespace detail::pool {
@@ -167,8 +168,6 @@ class Pool {
   // valid, and frees, record_stream, trim, stats and synchronize keep working.
   // allocate/deallocate/record_stream on a stream of another device throw WrongDevice.
   explicit Pool(Device& device, PoolOptions options = {});
-  // Segments from any source (tests, or memory the caller pins some other way).
-  Pool(std::unique_ptr<detail::pool::SegmentSource> source, PoolOptions options);
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
   // Blocks of PoolBuffers and PoolMemoryResources stay valid past it (they hold the pool's
@@ -216,14 +215,12 @@ class Pool {
   void set_access(const Device& device, bool enabled);
   bool has_access(const Device& device) const;
 
-  detail::pool::PoolCore& core() const noexcept { return *core_; }
-  // Internal: the device whose host_alloc feeds the pool (nullptr for another source).
-  detail::DeviceCore* device_core() const noexcept { return device_; }
-  // Internal: whether a stream of `device` may use the pool (its device, or one with access).
-  bool serves(const std::shared_ptr<detail::DeviceCore>& device) const;
-
  private:
-  friend class detail::DeviceCore;
+  friend struct detail::Access;
+  // Segments from any source (tests, or memory pinned some other way), made through the
+  // runtime's internal access.
+  Pool(std::unique_ptr<detail::pool::SegmentSource> source, PoolOptions options);
+  bool serves(const std::shared_ptr<detail::DeviceCore>& device) const;
   friend class PoolBuffer;
   friend class PoolMemoryResource;
   // serves(), for handles that outlive the Pool: its own device, or one the list allows.
@@ -238,19 +235,6 @@ class Pool {
   std::shared_ptr<detail::pool::PoolCore> core_;
   detail::DeviceCore* device_ = nullptr;
 };
-
-namespace detail {
-// The live Pool that owns p (p in one of its segments), or nullptr. The process-wide list of
-// pools is what hrtFreeAsync and pointer_attributes search.
-Pool* find_pool(const void* p);
-// The allocated pool block containing p (any byte of it): its start and the size its user
-// asked for. False when p is in no allocated block of any pool.
-struct PoolBlockInfo {
-  void* base = nullptr;
-  std::size_t size = 0;
-};
-bool describe_pool_block(const void* p, PoolBlockInfo& info);
-}  // namespace detail
 
 // One block of a Pool, freed on its stream when the handle goes. Movable. It holds the
 // stream's internals, not the Stream handle, and the pool's internals, not the Pool: either
@@ -334,18 +318,14 @@ class RegistrationCache {
   std::uint64_t hits() const;         // acquires served without an ioctl
   std::uint64_t misses() const;       // acquires that registered
 
-  detail::pool::RegistrationIndex& index() const noexcept { return *index_; }
-
  private:
+  friend struct detail::Access;
   std::shared_ptr<detail::pool::RegistrationIndex> index_;
 };
 
 class RegisteredRange {
  public:
   RegisteredRange() noexcept = default;
-  RegisteredRange(std::shared_ptr<detail::pool::RegistrationIndex> index, std::uintptr_t key, void* ptr,
-                  std::size_t bytes, std::uint32_t handle) noexcept
-      : index_(std::move(index)), key_(key), ptr_(ptr), bytes_(bytes), handle_(handle) {}
   RegisteredRange(RegisteredRange&& o) noexcept;
   RegisteredRange& operator=(RegisteredRange&& o) noexcept;
   RegisteredRange(const RegisteredRange&) = delete;
@@ -360,6 +340,11 @@ class RegisteredRange {
   void reset() noexcept;
 
  private:
+  friend class RegistrationCache;
+  RegisteredRange(std::shared_ptr<detail::pool::RegistrationIndex> index, std::uintptr_t key, void* ptr,
+                  std::size_t bytes, std::uint32_t handle) noexcept
+      : index_(std::move(index)), key_(key), ptr_(ptr), bytes_(bytes), handle_(handle) {}
+
   std::shared_ptr<detail::pool::RegistrationIndex> index_;
   std::uintptr_t key_ = 0;
   void* ptr_ = nullptr;

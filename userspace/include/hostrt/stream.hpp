@@ -30,7 +30,8 @@ class Event;
 
 namespace detail {
 class StreamCore;
-}
+struct Access;
+}  // namespace detail
 
 class Stream {
  public:
@@ -100,11 +101,9 @@ class Stream {
   void destroy() noexcept;
   explicit operator bool() const noexcept { return core_ != nullptr; }
 
-  // Internal.
-  explicit Stream(std::shared_ptr<detail::StreamCore> core) noexcept;
-  const std::shared_ptr<detail::StreamCore>& core() const noexcept { return core_; }
-
  private:
+  friend struct detail::Access;
+  explicit Stream(std::shared_ptr<detail::StreamCore> core) noexcept;
   std::shared_ptr<detail::StreamCore> core_;
 };
 

@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "detail/access.hpp"
 #include "detail/expects.hpp"
 #include "detail/fork_guard.hpp"
 #include "detail/peer_views.hpp"
@@ -125,7 +126,7 @@ hostrt::Pool& DeviceCore::default_pool() {
   if (hostrt::Pool* p = default_pool_ptr_.load(std::memory_order_acquire)) return *p;
   std::lock_guard lk(mem_pool_m_);
   if (!default_pool_) {
-    default_pool_.reset(new hostrt::Pool(hostrt::Pool::DefaultPoolTag{}, *this));
+    default_pool_ = Access::default_pool(*this);
     default_pool_ptr_.store(default_pool_.get(), std::memory_order_release);
   }
   return *default_pool_;
@@ -137,7 +138,7 @@ hostrt::Pool& DeviceCore::mem_pool() {
 }
 
 void DeviceCore::set_mem_pool(hostrt::Pool* p) {
-  if (p != nullptr && p->device_core() != this)
+  if (p != nullptr && hostrt::detail::Access::device_core(*p) != this)
     throw WrongDevice(EXDEV, "set_mem_pool: the pool is not one of device " + std::to_string(index_) + "'s");
   std::lock_guard lk(mem_pool_m_);
   mem_pool_.store(p, std::memory_order_release);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <new>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "hostrt/device.hpp"
 #include "hostrt/error.hpp"
@@ -588,8 +589,8 @@ std::unique_ptr<DeviceBackend> open_emulated(std::size_t index) {
 }
 
 EmulatedBackend* emulated_backend(const hostrt::Device& device) noexcept {
-  if (!device.core()) return nullptr;
-  return dynamic_cast<EmulatedBackend*>(&device.core()->backend_unchecked());
+  if (!hostrt::detail::Access::core(device)) return nullptr;
+  return dynamic_cast<EmulatedBackend*>(&hostrt::detail::Access::core(device)->backend_unchecked());
 }
 
 }  // namespace hostrt::detail

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "detail/access.hpp"
 #include "detail/c_api_support.hpp"
 #include "detail/device_core.hpp"
 #include "hostrt/hostrt.h"
@@ -80,9 +81,9 @@ hrtPool_t default_pool_handle(const std::shared_ptr<hostrt::detail::DeviceCore>&
     std::lock_guard lk(dp.m);
     if (auto it = dp.by_device.find(key); it != dp.by_device.end()) return it->second;
   }
-  auto h =
-      std::make_unique<hrtPool>(hrtPool{hostrt::Device(device), hostrt::detail::capi::default_stream_of(key),
-                                        nullptr, &device->default_pool()});
+  auto h = std::make_unique<hrtPool>(hrtPool{hostrt::detail::Access::device(device),
+                                             hostrt::detail::capi::default_stream_of(key), nullptr,
+                                             &device->default_pool()});
   std::lock_guard lk(dp.m);
   auto it = dp.by_device.find(key);
   if (it == dp.by_device.end())
@@ -155,7 +156,8 @@ void retire(hrtPool* pool) {
   std::unique_ptr<hrtPool> owned(pool);  // destroyed rather than leaked if anything throws
   // The handle is gone: no allocation reaches the pool through it, nor as the device's
   // current pool (hrtMallocAsync).
-  if (hostrt::detail::DeviceCore* d = pool->pool->device_core()) d->forget_mem_pool(pool->pool);
+  if (hostrt::detail::DeviceCore* d = hostrt::detail::Access::device_core(*pool->pool))
+    d->forget_mem_pool(pool->pool);
   pool->pool->set_release_threshold(0);  // idle segments go back at once
   auto& r = retired();
   std::lock_guard lk(r.m);
@@ -174,7 +176,7 @@ void hostrt::detail::capi::device_reset_pools(Device& device) noexcept {
   std::unique_ptr<hrtPool> owned;
   {
     std::lock_guard lk(dp.m);
-    auto it = dp.by_device.find(device.core().get());
+    auto it = dp.by_device.find(hostrt::detail::Access::core(device).get());
     if (it == dp.by_device.end()) return;
     owned = HandleRegistry::instance().remove(it->second);
     dp.by_device.erase(it);
@@ -224,9 +226,10 @@ hrtError_t hrtPoolCreate(hrtPool_t* pool, hrtStream_t stream, const hrtPoolProps
     // The pool's device is the stream's (NULL: the current device's default stream), held
     // through a Device handle sharing its internals.
     hostrt::Stream& s = stream_of(stream);
-    const std::shared_ptr<hostrt::detail::DeviceCore>& core = s.core()->device();
-    auto p = std::make_unique<hrtPool>(
-        hrtPool{hostrt::Device(core), hostrt::detail::capi::default_stream_of(core.get()), nullptr, nullptr});
+    const std::shared_ptr<hostrt::detail::DeviceCore>& core = hostrt::detail::Access::core(s)->device();
+    auto p = std::make_unique<hrtPool>(hrtPool{hostrt::detail::Access::device(core),
+                                               hostrt::detail::capi::default_stream_of(core.get()), nullptr,
+                                               nullptr});
     p->owned = std::make_unique<hostrt::Pool>(p->device, o);
     p->pool = p->owned.get();
     *pool = HandleRegistry::instance().add(std::move(p));
@@ -339,7 +342,7 @@ hrtError_t hrtPoolResetPeakStats(hrtPool_t pool) {
 hrtError_t hrtDeviceGetDefaultMemPool(hrtPool_t* pool, int device) {
   return guarded(__func__, [&] {
     expect(pool != nullptr, hrtErrorInvalidValue, "NULL pool out-pointer");
-    *pool = default_pool_handle(hostrt::detail::capi::device_at(device)->core());
+    *pool = default_pool_handle(hostrt::detail::Access::core(*hostrt::detail::capi::device_at(device)));
   });
 }
 
@@ -356,7 +359,7 @@ hrtError_t hrtDeviceGetMemPool(hrtPool_t* pool, int device) {
     const auto d = hostrt::detail::capi::device_at(device);
     hostrt::Pool* current = &d->mem_pool();
     if (current == &d->default_pool()) {
-      *pool = default_pool_handle(d->core());
+      *pool = default_pool_handle(hostrt::detail::Access::core(*d));
       return;
     }
     hrtPool_t h = HandleRegistry::instance().find_if<hrtPool>(
@@ -392,7 +395,7 @@ hrtError_t hrtMallocAsync(void** ptr, size_t size, hrtStream_t stream) {
   return guarded(__func__, [&] {
     expect(ptr != nullptr, hrtErrorInvalidValue, "NULL out-pointer");
     hostrt::Stream& s = stream_of(stream);
-    const std::shared_ptr<hostrt::detail::DeviceCore>& d = s.core()->device();
+    const std::shared_ptr<hostrt::detail::DeviceCore>& d = hostrt::detail::Access::core(s)->device();
     d->backend(__func__);  // DeviceLost once closed, UsedAfterFork in a child
     hostrt::Pool& current = d->mem_pool();
     if (&current == &d->default_pool()) ensure_default_pool_handle(d);
@@ -411,7 +414,7 @@ hrtError_t hrtFreeAsync(void* ptr, hrtStream_t stream) {
       return;
     }
     // NULL: the default stream of the pool's device, or (that device reset) the block's own.
-    if (auto s = hostrt::detail::capi::default_stream_of(owner->device_core())) {
+    if (auto s = hostrt::detail::capi::default_stream_of(hostrt::detail::Access::device_core(*owner))) {
       owner->deallocate(ptr, s->stream);
       return;
     }

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <utility>
 
+#include "detail/access.hpp"
 #include "detail/c_api_support.hpp"
 #include "detail/device_core.hpp"
 #include "hostrt/hostrt.h"
@@ -55,8 +56,8 @@ hrtError_t hrtRegCacheCreate(hrtRegCache_t* cache, hrtStream_t stream, unsigned 
     expect(cache != nullptr, hrtErrorInvalidValue, "NULL cache out-pointer");
     expect((flags & ~hrtHostRegisterReadOnly) == 0u, hrtErrorInvalidValue, "unknown hrtHostRegister flags");
     hostrt::Stream& s = stream_of(stream);
-    *cache = HandleRegistry::instance().add(
-        std::make_unique<hrtRegCache>(hostrt::Device(s.core()->device()), flags));
+    *cache = HandleRegistry::instance().add(std::make_unique<hrtRegCache>(
+        hostrt::detail::Access::device(hostrt::detail::Access::core(s)->device()), flags));
   });
 }
 

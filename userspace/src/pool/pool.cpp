@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/peer_views.hpp"
 #include "detail/pool/pool_core.hpp"
@@ -40,17 +41,18 @@ using detail::pool::StreamRef;
 
 [[gnu::noinline, gnu::cold]] void check_other_device(const char* what, const detail::StreamCore& s,
                                                      const Pool& pool) {
-  if (!pool.serves(s.device())) throw_other_device(what, s, *pool.device_core());
+  if (!detail::Access::serves(pool, s.device()))
+    throw_other_device(what, s, *hostrt::detail::Access::device_core(pool));
 }
 
 // The pool's view of a stream, refused when the stream is empty or of a device without
 // access. On the warm path of every allocate/free through Pool: inline, two loads and a
 // compare, the rest out of line (an outlined call here cost ~3 ns of a 12 ns pair).
 [[gnu::always_inline]] inline StreamRef ref(Stream& s, const Pool& pool, const char* what) {
-  detail::StreamCore* c = s.core().get();
+  detail::StreamCore* c = hostrt::detail::Access::core(s).get();
   if (c == nullptr) [[unlikely]]
     throw_empty_stream();
-  const detail::DeviceCore* pool_device = pool.device_core();
+  const detail::DeviceCore* pool_device = hostrt::detail::Access::device_core(pool);
   if (pool_device != nullptr && c->device().get() != pool_device) [[unlikely]]
     check_other_device(what, *c, pool);
   return detail::pool::stream_ref(*c);
@@ -85,15 +87,16 @@ class DeviceSegment final : public detail::pool::SegmentMemory {
 class DeviceSegmentSource final : public detail::pool::SegmentSource {
  public:
   DeviceSegmentSource(Device& d, std::shared_ptr<const detail::AccessList> access)
-      : device_(d.core()), access_(std::move(access)) {}
+      : device_(detail::Access::device(hostrt::detail::Access::core(d))), access_(std::move(access)) {}
   // Not owning: for the device's default pool, which the device's internals own.
   DeviceSegmentSource(detail::DeviceCore& core, std::shared_ptr<const detail::AccessList> access)
-      : device_(std::shared_ptr<detail::DeviceCore>(std::shared_ptr<detail::DeviceCore>(), &core)),
+      : device_(detail::Access::device(
+            std::shared_ptr<detail::DeviceCore>(std::shared_ptr<detail::DeviceCore>(), &core))),
         access_(std::move(access)) {}
   std::unique_ptr<detail::pool::SegmentMemory> allocate(std::size_t bytes) override {
     if (!device_.is_open()) throw DeviceLost(ENODEV, "pool: the device is closed");
-    return std::make_unique<DeviceSegment>(
-        PinnedBuffer(detail::Allocation::create(device_.core(), bytes, kHostAllocPortable, access_)));
+    return std::make_unique<DeviceSegment>(detail::Access::pinned(detail::Allocation::create(
+        hostrt::detail::Access::core(device_), bytes, kHostAllocPortable, access_)));
   }
 
  private:
@@ -112,15 +115,18 @@ class DeviceRegistration final : public detail::pool::Registration {
 
 class DeviceRegistrar final : public detail::pool::Registrar {
  public:
-  DeviceRegistrar(Device& d, unsigned flags) : device_(d.core()), flags_(flags) {}
+  DeviceRegistrar(Device& d, unsigned flags)
+      : device_(detail::Access::device(hostrt::detail::Access::core(d))), flags_(flags) {}
   std::unique_ptr<detail::pool::Registration> register_range(void* ptr, std::size_t bytes) override {
     return std::make_unique<DeviceRegistration>(device_.host_register(ptr, bytes, flags_));
   }
   const std::uint64_t* invalidations() override {
-    return device_.core()->backend("registration cache").invalidation_counter();
+    return hostrt::detail::Access::core(device_)->backend("registration cache").invalidation_counter();
   }
   bool stale(const detail::pool::Registration& reg) override {
-    return device_.core()->backend("registration cache").registration_stale(reg.handle());
+    return hostrt::detail::Access::core(device_)
+        ->backend("registration cache")
+        .registration_stale(reg.handle());
   }
 
  private:
@@ -147,7 +153,7 @@ Pool::Pool(Device& device, PoolOptions options)
     : access_(std::make_shared<detail::AccessList>()),
       core_(PoolCore::create(std::make_unique<DeviceSegmentSource>(device, access_), options)) {
   if (!device.is_open()) throw DeviceLost(ENODEV, "pool: the device is closed");
-  attach(device.core().get());
+  attach(hostrt::detail::Access::core(device).get());
 }
 
 Pool::Pool(std::unique_ptr<detail::pool::SegmentSource> source, PoolOptions options)
@@ -192,20 +198,20 @@ void* Pool::allocate(std::size_t bytes) { return core_->allocate(bytes, {}); }
 // A stream-ordered free or use follows the stream's host functions: they may use the block.
 void Pool::deallocate(void* p, Stream& stream) {
   const StreamRef s = ref(stream, *this, "deallocate");
-  stream.core()->drain_host_funcs();
+  hostrt::detail::Access::core(stream)->drain_host_funcs();
   core_->deallocate(p, s);
 }
 void Pool::deallocate(void* p) { core_->deallocate(p, {}); }
 void Pool::record_stream(void* p, Stream& stream) {
   const StreamRef s = ref(stream, *this, "record_stream");
-  stream.core()->drain_host_funcs();
+  hostrt::detail::Access::core(stream)->drain_host_funcs();
   core_->record_stream(p, s);
 }
 
 void Pool::set_access(const Device& device, bool enabled) {
   if (device_ == nullptr || !access_)
     throw InvalidArgument(EINVAL, "pool: set_access on a pool without a device");
-  const auto& core = device.core();
+  const auto& core = hostrt::detail::Access::core(device);
   if (!core) throw InvalidArgument(EINVAL, "pool: set_access for an empty Device");
   if (core->kind() != device_->kind())
     throw WrongDevice(EXDEV, std::string("pool: set_access for a ") + to_string(core->kind()) +
@@ -217,7 +223,9 @@ void Pool::set_access(const Device& device, bool enabled) {
   access_->set(core, enabled);
 }
 
-bool Pool::has_access(const Device& device) const { return device.core() && serves(device.core()); }
+bool Pool::has_access(const Device& device) const {
+  return hostrt::detail::Access::core(device) && serves(hostrt::detail::Access::core(device));
+}
 
 bool Pool::serves(const std::shared_ptr<detail::DeviceCore>& device) const {
   return serves(device_, access_.get(), device);
@@ -253,7 +261,7 @@ PoolBuffer::PoolBuffer(Pool& pool, void* p, std::size_t bytes, Stream& stream) n
       device_(pool.device_),
       ptr_(p),
       size_(bytes),
-      stream_(stream.core()) {}
+      stream_(hostrt::detail::Access::core(stream)) {}
 
 PoolBuffer::PoolBuffer(PoolBuffer&& o) noexcept
     : keep_device_(std::move(o.keep_device_)),
@@ -280,7 +288,7 @@ PoolBuffer& PoolBuffer::operator=(PoolBuffer&& o) noexcept {
 
 void PoolBuffer::record_stream(Stream& other) {
   if (ptr_ == nullptr) throw InvalidArgument(EINVAL, "pool: record_stream on an empty PoolBuffer");
-  detail::StreamCore* s = other.core().get();
+  detail::StreamCore* s = hostrt::detail::Access::core(other).get();
   if (s == nullptr) throw_empty_stream();
   if (device_ != nullptr && !Pool::serves(device_, access_.get(), s->device()))
     throw_other_device("record_stream", *s, *device_);
@@ -319,7 +327,7 @@ PoolMemoryResource::PoolMemoryResource(Pool& pool, Stream* stream) noexcept
       core_(pool.core_),
       access_(pool.access_),
       device_(pool.device_),
-      stream_(stream != nullptr ? stream->core() : nullptr) {}
+      stream_(stream != nullptr ? hostrt::detail::Access::core(*stream) : nullptr) {}
 
 void* PoolMemoryResource::do_allocate(std::size_t bytes, std::size_t alignment) {
   if (alignment > detail::pool::kAlignment)
@@ -350,10 +358,10 @@ bool detail::describe_pool_block(const void* p, PoolBlockInfo& info) {
   auto& d = directory();
   std::lock_guard lk(d.m);  // the pool cannot go meanwhile
   for (Pool* pool : d.pools) {
-    if (!pool->core().owns(p)) continue;
+    if (!hostrt::detail::Access::core(*pool).owns(p)) continue;
     std::uintptr_t base = 0;
     std::size_t requested = 0;
-    if (!pool->core().describe(p, base, requested)) return false;
+    if (!hostrt::detail::Access::core(*pool).describe(p, base, requested)) return false;
     info.base = reinterpret_cast<void*>(base);
     info.size = requested;
     return true;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "hostrt/pool.hpp"
 #include "inspect/inspect.hpp"
@@ -35,7 +36,7 @@ void Inspector::copy() {
   hostrt::Stream s = dev_.create_stream();
   s.memcpy_async(alloc_.data(), user_, o_.size, hostrt::CopyKind::H2H);
   const std::uint64_t seq = s.last_submitted();
-  const std::uint32_t queue = s.core()->queue_id();
+  const std::uint32_t queue = hostrt::detail::Access::core(s)->queue_id();
   s.synchronize();
   const bool reached = s.reached(seq);
   const bool same = std::memcmp(alloc_.data(), user_, o_.size) == 0;

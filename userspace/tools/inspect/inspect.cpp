@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 
+#include "detail/access.hpp"
 #include "detail/device_core.hpp"
 #include "detail/drm_backend.hpp"
 #include "detail/sysfs.hpp"
@@ -29,7 +30,8 @@ const char* errname(int e) {
 }  // namespace
 
 Inspector::Inspector(const Options& o) : o_(o), dev_(hostrt::Device::open(o.device)) {
-  fd_ = dynamic_cast<hostrt::detail::DrmBackend&>(dev_.core()->backend("edu-inspect")).fd();
+  fd_ = dynamic_cast<hostrt::detail::DrmBackend&>(hostrt::detail::Access::core(dev_)->backend("edu-inspect"))
+            .fd();
   const auto node = dev_.node();
   debugfs_ = "/sys/kernel/debug/dri/" + node.substr(node.rfind("renderD") + 7);
   client_ = own_client(debugfs_);
