@@ -67,17 +67,12 @@
 // allocation once the device is closed, PoolOutOfMemory (a std::bad_alloc) as above, DeviceFault from
 // sync_on_free.
 #pragma once
-
 #include <cstddef>
-#include <cstdint>
-#include <limits>
 #include <memory>
-#include <memory_resource>
-#include <span>
 #include <string>
-#include <utility>
 
 #include "hostrt/error.hpp"
+#include "hostrt/pool_options.hpp"
 
 namespace hostrt {
 
@@ -96,67 +91,6 @@ class PoolCore;
 class SegmentSource;
 class RegistrationIndex;
 }  // namespace detail::pool
-
-struct PoolOptions {
-  // Upper bound on reserved (pinned) bytes.
-  std::size_t max_bytes = std::numeric_limits<std::size_t>::max();
-  // Idle reserved memory above this is returned to the driver as segments become idle.
-  std::size_t release_threshold = std::numeric_limits<std::size_t>::max();
-  // Per-thread cache budget for blocks of up to 1 MiB; 0 disables the caches. Cached blocks
-  // cannot coalesce, so a large budget costs memory (4 MiB reserved 1.195x the peak on the
-  // small-block trace of pool_bench, 1 MiB 1.124x, before the fragmentation step) and buys
-  // no speed.
-  std::size_t thread_cache_bytes = std::size_t{1} << 20;
-  // Smallest geometric step for blocks of up to 1 MiB; a fragmented miss grows by a
-  // sixteenth of it. Larger blocks get segments of their own size.
-  std::size_t min_segment_bytes = std::size_t{2} << 20;
-  // Large blocks (over 1 MiB) share geometrically sized segments, split by best fit, instead
-  // of each getting a segment of its own: fewer driver calls when large sizes drift, more
-  // memory (pool_bench traces, driver calls and reserved / peak requested: growing 1408 and
-  // 1.10x against 4457 and 1.03x; random 119 and 1.19x against 1360 and 1.07x).
-  // reserve() segments are shared either way.
-  bool shared_large_segments = false;
-  // Debug: deallocate waits for the block's device work (see the class comment).
-  bool sync_on_free = false;
-};
-
-// A snapshot; exact when no other thread is using the pool at the time of the call.
-struct PoolStats {
-  std::size_t reserved_bytes = 0;  // held from the driver, in segments
-  std::size_t peak_reserved_bytes = 0;
-  std::size_t allocated_bytes = 0;  // held by users, rounded sizes
-  std::size_t requested_bytes = 0;  // held by users, as requested
-  // High-water marks of the two above, updated by every allocation that takes the pool's lock
-  // (a thread-cache miss): exact with thread_cache_bytes = 0, a lower bound of the true peak
-  // otherwise.
-  std::size_t peak_allocated_bytes = 0;
-  std::size_t peak_requested_bytes = 0;
-  std::size_t pending_free_bytes = 0;  // freed, waiting for device work
-  std::size_t cached_bytes = 0;        // free, parked in per-thread caches
-  std::size_t free_bytes = 0;          // free in the pool's segments
-  std::size_t segments = 0;
-  std::size_t small_segments = 0;
-  std::size_t large_segments = 0;
-  std::uint64_t allocations = 0;
-  std::uint64_t deallocations = 0;
-  std::uint64_t hits = 0;               // allocations served without a driver call
-  std::uint64_t misses = 0;             // segments allocated from the driver
-  std::uint64_t frees_waited = 0;       // frees whose block had to wait for device work
-  std::uint64_t waits = 0;              // times the pool blocked on a stream
-  std::uint64_t segments_released = 0;  // segments returned to the driver
-
-  std::string to_string() const;
-};
-
-class PoolOutOfMemory : public OutOfMemory {
- public:
-  PoolOutOfMemory(const std::string& message, const PoolStats& stats)
-      : OutOfMemory(12 /* ENOMEM */, message), stats_(stats) {}
-  const PoolStats& stats() const noexcept { return stats_; }
-
- private:
-  PoolStats stats_;
-};
 
 class PoolBuffer;
 
@@ -236,120 +170,10 @@ class Pool {
   detail::DeviceCore* device_ = nullptr;
 };
 
-// One block of a Pool, freed on its stream when the handle goes. Movable. It holds the
-// stream's internals, not the Stream handle, and the pool's internals, not the Pool: either
-// may be moved or destroyed first (the block stays valid until the handle frees it, as
-// cudaMemPoolDestroy leaves blocks valid until they are freed).
-class PoolBuffer {
- public:
-  PoolBuffer() noexcept = default;
-  PoolBuffer(Pool& pool, void* p, std::size_t bytes, Stream& stream) noexcept;
-  PoolBuffer(PoolBuffer&& o) noexcept;
-  PoolBuffer& operator=(PoolBuffer&& o) noexcept;
-  PoolBuffer(const PoolBuffer&) = delete;
-  PoolBuffer& operator=(const PoolBuffer&) = delete;
-  ~PoolBuffer() { reset(); }
-
-  void* data() const noexcept { return ptr_; }
-  std::size_t size() const noexcept { return size_; }
-  std::span<std::byte> bytes() const noexcept { return {static_cast<std::byte*>(ptr_), size_}; }
-  explicit operator bool() const noexcept { return ptr_ != nullptr; }
-  void record_stream(Stream& other);
-  // Frees now (stream-ordered, as Pool::deallocate). Never throws: a failure (only possible
-  // with sync_on_free, a device fault) is dropped; call Pool::deallocate to see it.
-  void reset() noexcept;
-  // Gives up ownership without freeing.
-  void* release() noexcept;
-
- private:
-  // A device owns its default pool: held first, so that it goes after the pool's core.
-  std::shared_ptr<const void> keep_device_;
-  std::shared_ptr<detail::pool::PoolCore> core_;
-  std::shared_ptr<const detail::AccessList> access_;  // for record_stream's check
-  const detail::DeviceCore* device_ = nullptr;        // the pool's own device
-  void* ptr_ = nullptr;
-  std::size_t size_ = 0;
-  std::shared_ptr<detail::StreamCore> stream_;
-};
-
-// std::pmr adaptor, so containers can live in pinned memory:
-//   hostrt::PoolMemoryResource mr(pool, stream);
-//   std::pmr::vector<float> v(&mr);
-// Frees are stream-ordered on `stream` (or have no stream when constructed without one). The
-// resource holds the stream's and the pool's internals, so the Stream handle and the Pool may
-// be moved or destroyed first: frees then still work, and allocations throw InvalidArgument
-// (a destroyed pool hands out nothing more).
-// Alignments up to 64 are honoured; larger ones throw InvalidArgument.
-class PoolMemoryResource : public std::pmr::memory_resource {
- public:
-  explicit PoolMemoryResource(Pool& pool, Stream* stream = nullptr) noexcept;
-
- private:
-  void* do_allocate(std::size_t bytes, std::size_t alignment) override;
-  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment) override;
-  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override;
-
-  std::shared_ptr<const void> keep_device_;  // as PoolBuffer's: destroyed after the core
-  std::shared_ptr<detail::pool::PoolCore> core_;
-  std::shared_ptr<const detail::AccessList> access_;
-  const detail::DeviceCore* device_ = nullptr;
-  std::shared_ptr<detail::StreamCore> stream_;  // empty: no stream
-};
-
-// A cache in front of Device::host_register: registering a range that lies inside a range
-// already registered through the cache costs no ioctl, only a reference. Released
-// registrations stay cached (idle) until evict()/trim or until a new registration overlaps
-// them; an overlap with a range still in use throws AlreadyRegistered. A RegisteredRange
-// shares the cache's index, so it may outlive the RegistrationCache object.
-class RegisteredRange;
-
-class RegistrationCache {
- public:
-  // flags as for Device::host_register. Keeps the device's internals alive, like Pool.
-  explicit RegistrationCache(Device& device, unsigned flags = 0);
-  RegistrationCache(const RegistrationCache&) = delete;
-  RegistrationCache& operator=(const RegistrationCache&) = delete;
-  ~RegistrationCache();
-
-  RegisteredRange acquire(void* ptr, std::size_t bytes);
-  // Unregisters every idle range; returns how many.
-  std::size_t evict_idle();
-  std::size_t registrations() const;  // distinct registered ranges (ioctl-backed)
-  std::uint64_t hits() const;         // acquires served without an ioctl
-  std::uint64_t misses() const;       // acquires that registered
-
- private:
-  friend struct detail::Access;
-  std::shared_ptr<detail::pool::RegistrationIndex> index_;
-};
-
-class RegisteredRange {
- public:
-  RegisteredRange() noexcept = default;
-  RegisteredRange(RegisteredRange&& o) noexcept;
-  RegisteredRange& operator=(RegisteredRange&& o) noexcept;
-  RegisteredRange(const RegisteredRange&) = delete;
-  RegisteredRange& operator=(const RegisteredRange&) = delete;
-  ~RegisteredRange() { reset(); }
-
-  void* data() const noexcept { return ptr_; }
-  std::size_t size() const noexcept { return bytes_; }
-  // GEM handle of the registration covering this range.
-  std::uint32_t handle() const noexcept { return handle_; }
-  explicit operator bool() const noexcept { return index_ != nullptr; }
-  void reset() noexcept;
-
- private:
-  friend class RegistrationCache;
-  RegisteredRange(std::shared_ptr<detail::pool::RegistrationIndex> index, std::uintptr_t key, void* ptr,
-                  std::size_t bytes, std::uint32_t handle) noexcept
-      : index_(std::move(index)), key_(key), ptr_(ptr), bytes_(bytes), handle_(handle) {}
-
-  std::shared_ptr<detail::pool::RegistrationIndex> index_;
-  std::uintptr_t key_ = 0;
-  void* ptr_ = nullptr;
-  std::size_t bytes_ = 0;
-  std::uint32_t handle_ = 0;
-};
-
 }  // namespace hostrt
+
+// The classes that hold blocks of a Pool; included so that hostrt/pool.hpp gives the whole
+// pool API, as before it was split.
+#include "hostrt/pool_buffer.hpp"
+#include "hostrt/pool_memory_resource.hpp"
+#include "hostrt/registration_cache.hpp"
