@@ -1,0 +1,251 @@
+// PoolCore: frees, warm and slow (waits, sync_on_free), record_stream and block lookups.
+#include "detail/pool/pool_core_internal.hpp"
+// (first: it sets the warm paths' code generation)
+
+#include <algorithm>
+#include <cerrno>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "detail/fork_guard.hpp"
+#include "detail/trace.hpp"
+
+namespace hostrt::detail::pool {
+
+// ---- deallocate --------------------------------------------------------------------------
+
+Block* PoolCore::find_allocated(const void* p) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  const Segment* seg = segment_at(addr);
+  if (seg == nullptr) throw_not_allocated(addr);
+  return allocated_at(addr, seg->base, seg->size, seg->slots.view()).block;
+}
+
+// The free path's lookup: the thread's segment hint first, the page map otherwise.
+[[gnu::always_inline]] inline SlotEntry PoolCore::find_allocated(const void* p, ThreadCache& tc) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  const std::uint64_t epoch = arena_.detach_epoch();
+  ThreadCache::SegmentHint& h = tc.hint;
+  if (addr - h.base < h.size && h.epoch == epoch) [[likely]]
+    return allocated_at(addr, h.base, h.size, h.slots);
+  const Segment* seg = segment_at(addr);
+  if (seg == nullptr) throw_not_allocated(addr);
+  const SlotEntry e = allocated_at(addr, seg->base, seg->size, seg->slots.view());
+  h = {seg->base, seg->size, seg->slots.view(), epoch};
+  return e;
+}
+
+// Captures, for every stream the block may have been used on (the one it is freed on, its
+// home stream, and each record_stream stream), what a free there must wait for: the last
+// point submitted so far that the host has not yet seen completed, and the points that
+// stream's next job would wait for (Stream::wait: the free is ordered after them too). Later
+// work cannot involve the block: the caller gave it up. record_stream keeps `uses` free of
+// duplicates and of the home stream, so only the stream freed on needs skipping.
+// Called without a pool lock (collect may lock the stream).
+void PoolCore::collect_waits(Block* b, StreamRef stream) const {
+  b->waits.clear();
+  b->keeps.clear();
+#ifndef HOSTRT_POOL_UNSAFE_REUSE
+  auto add = [b](StreamRef s) {
+    if (s.unfinished() == 0) return false;
+    s.collect(b->waits, b->keeps);
+    return true;
+  };
+  const std::uint64_t freed_on = stream ? stream.key() : 0;
+  if (stream) add(stream);
+  if (b->home_id != 0 && b->home_id != freed_on) {
+    // The home stream may be destroyed by now: gone with all its work reached, or retired
+    // with its last point still to come (its address may even hold another stream since).
+    std::shared_ptr<const void> keep;
+    const StreamRef home = b->home_ops->find(b->home_id, keep);
+    if (home && add(home) && keep) b->keeps.push_back(std::move(keep));
+  }
+  for (const StreamRef& u : b->uses)
+    if (u.key() != freed_on) add(u);
+#else
+  // Deliberately wrong, to prove the reuse-safety test can fail: ignores the device.
+  (void)stream;
+#endif
+}
+
+// The warm path: the stream's completion check (first, while little is live across the
+// call), the thread's segment hint, one slot load, and a push onto a bin. Anything
+// else (a stream with unfinished work, a home stream other than `stream`, record_stream
+// uses, sync_on_free, a pointer outside the hinted segment or not allocated) goes to
+// deallocate_slow, which decides from scratch.
+void PoolCore::deallocate(void* p, StreamRef stream) {
+#ifndef HOSTRT_POOL_UNSAFE_REUSE
+  if (stream && stream.unfinished() != 0) return deallocate_slow(p, stream);
+#endif
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  if (tl_fast.pool_id == id_) [[likely]] {
+    ThreadCache& tc = *tl_fast.cache;
+    const ThreadCache::SegmentHint& h = tc.hint;
+    const std::uintptr_t off = addr - h.base;
+    if (off < h.size && off % kAlignment == 0 && h.epoch == arena_.detach_epoch()) [[likely]] {
+      const SlotEntry e = SlotTable::load(h.slots, off / kAlignment);
+      Block* b = e.block;
+      const std::size_t size = e.units * kAlignment;
+      // size is 0 when the slot table cannot hold it (4 MiB and up): never a cached size.
+      if (b != nullptr && size - 1 < kSmallLimit && b->addr == addr &&
+          b->load_state() == BlockState::Allocated &&
+          (b->home_id == 0 || (stream && b->home_id == stream.key())) && b->uses.empty() &&
+          !options_.sync_on_free && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) &&
+          tc.push(b, addr, size)) [[likely]] {
+        ThreadCounters& c = tc.counters;
+        ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
+        ThreadCounters::bump(c.deallocations, 1);
+        b->home_id = 0;
+        b->set_state(BlockState::Cached);
+        return;
+      }
+    }
+  }
+  deallocate_slow(p, stream);
+}
+
+[[gnu::noinline]] void PoolCore::deallocate_slow(void* p, StreamRef stream) {
+  check_process("deallocate");
+  std::unique_lock<std::mutex> exit_lock;
+  ThreadCache& tc = cache(exit_lock);
+  Block* b = find_allocated(p, tc).block;
+  const std::size_t size = b->size;
+  collect_waits(b, stream);
+  if (trace::enabled()) [[unlikely]] {
+    trace::emit(trace::Kind::PoolFree, b->addr, size, stream ? stream.key() : 0, b->waits.size());
+    for (const StreamPoint& w : b->waits)
+      trace::emit(trace::Kind::PoolFreeWait, b->addr, w.stream.key(), w.point);
+  }
+
+  std::exception_ptr fault;
+  if (options_.sync_on_free && !b->waits.empty()) {
+    // Debug mode: the caller sees the device's verdict at the free itself. The block is freed
+    // either way once the work has ended (failed or not), then the error is rethrown.
+    {
+      std::lock_guard lk(mu_);
+      ++waits_;
+    }
+    for (const StreamPoint& w : b->waits) {
+      try {
+        w.stream.wait_point(w.point);
+      } catch (const Error&) {
+        if (!fault) fault = std::current_exception();
+      }
+    }
+    // A wait that failed without the work ending (a lost device, not a device fault) is no
+    // completion: those points stay, and the block waits in the pending queues for them.
+    std::erase_if(b->waits, [](const StreamPoint& w) { return w.stream.reached(w.point); });
+    if (b->waits.empty()) b->keeps.clear();
+  }
+
+  // Everything up to here may throw (a foreign pointer, std::bad_alloc in collect_waits) and
+  // has changed nothing the pool or the caller can see: the block is still allocated. From
+  // here on only pending_.add can fail, and it fails before anything is committed.
+  // Dropped when this function returns, after any pool lock (a last reference destroys the
+  // stream, which calls the driver).
+  std::vector<std::shared_ptr<const void>> use_keeps;
+  const std::int64_t requested = static_cast<std::int64_t>(b->requested);
+  auto commit = [&] {  // noexcept: clears the block's uses before another thread can see it
+    b->uses.clear();
+    use_keeps = std::move(b->use_keeps);
+    b->use_keeps.clear();
+    b->home_id = 0;
+  };
+
+  // Nothing left to wait for, so the block is reusable now: park it in this thread's cache
+  // (no lock) if it has room.
+  ThreadCounters& c = tc.counters;
+  if (b->waits.empty() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) &&
+      tc.can_push(size)) {
+    commit();
+    const bool parked = tc.push(b, reinterpret_cast<std::uintptr_t>(p), size);
+    (void)parked;  // can_push said it fits
+    b->set_state(BlockState::Cached);
+    ThreadCounters::bump(c.requested, -requested);
+    ThreadCounters::bump(c.deallocations, 1);
+    if (fault) std::rethrow_exception(fault);
+    return;
+  }
+  free_locked_path(tc, b, commit);  // throws std::bad_alloc with the block still allocated
+  ThreadCounters::bump(c.requested, -requested);
+  ThreadCounters::bump(c.deallocations, 1);
+  ThreadCounters::bump(c.held, -static_cast<std::int64_t>(size));
+  if (fault) std::rethrow_exception(fault);
+}
+
+template <typename Commit>
+void PoolCore::free_locked_path(ThreadCache& tc, Block* b, Commit& commit) {
+  SegmentList doomed;
+  StreamKeeps released;
+  std::lock_guard lk(mu_);
+  if (b->waits.empty()) {
+    commit();
+    arena_.free(b);
+  } else {
+    pending_.add(b);  // strong guarantee: on std::bad_alloc the block is not queued
+    commit();         // before reclaim, which may hand the block to the arena
+    ++frees_waited_;
+  }
+  // trim() asked every thread to return its cache; a thread that only frees gets here (its
+  // warm free sees the new epoch) and obeys now, not at an allocation that may never come.
+  if (tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed)) drain_locked(tc);
+  reclaim_locked(released);
+  release_above_threshold_locked(doomed);
+  // No peak sampling here: a free lowers what is allocated, and the scan of every thread's
+  // counters under the arena lock made each pending free slower the more threads there were.
+}
+
+void PoolCore::record_stream(void* p, StreamRef stream) {
+  check_process("record_stream");
+  if (!stream) throw InvalidArgument(EINVAL, "pool: record_stream with an empty stream");
+  Block* b = find_allocated(p);
+  auto keep = stream.retain();  // the user may destroy the stream before the free
+  // Several threads may record uses of one block at once (PyTorch's record_stream on a shared
+  // tensor): the arena lock orders them. A free racing a record is the caller's to order.
+  std::lock_guard lk(mu_);
+  if (b->home_id == stream.key()) return;
+  for (const StreamRef& u : b->uses)
+    if (u.key() == stream.key()) return;
+  b->uses.push_back(stream);
+  try {
+    if (keep) b->use_keeps.push_back(std::move(keep));
+  } catch (...) {
+    b->uses.pop_back();
+    throw;
+  }
+}
+
+bool PoolCore::record_use(const void* p, StreamRef stream) {
+  std::uintptr_t base = 0;
+  std::size_t requested = 0;
+  if (!describe(p, base, requested)) return false;
+  try {
+    record_stream(reinterpret_cast<void*>(base), stream);
+  } catch (const InvalidArgument&) {  // freed between the two looks: not ours to record
+    return false;
+  }
+  return true;
+}
+
+std::size_t PoolCore::block_size(const void* p) const { return find_allocated(p)->size; }
+
+bool PoolCore::describe(const void* p, std::uintptr_t& base, std::size_t& requested) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lk(mu_);  // no block splits or merges meanwhile
+  const Segment* seg = segment_at(addr);
+  if (seg == nullptr || addr - seg->base >= seg->size) return false;
+  // Only a block's first slot names it: the nearest named slot at or before p is its block.
+  const SlotTable::View v = seg->slots.view();
+  for (std::size_t i = (addr - seg->base) / kAlignment + 1; i-- > 0;) {
+    const Block* b = SlotTable::load(v, i).block;
+    if (b == nullptr) continue;
+    if (addr - b->addr >= b->size || b->load_state() != BlockState::Allocated) return false;
+    base = b->addr;
+    requested = b->requested;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace hostrt::detail::pool
