@@ -94,7 +94,9 @@ class Arena {
   std::size_t usable_ = 0;
   std::size_t class_free_[2] = {0, 0};
   std::size_t class_reserved_[2] = {0, 0};
-  std::atomic<std::uint64_t> detach_epoch_{0};
+  // Read by every free that misses its thread's segment hint; on a line of its own, away
+  // from the counters above that every slow path writes.
+  alignas(64) std::atomic<std::uint64_t> detach_epoch_{0};
 };
 
 }  // namespace hostrt::detail::pool

@@ -137,7 +137,9 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   bool abandon_pending_ = false;
   const std::uint64_t fork_generation_;
 
-  mutable std::mutex mu_;
+  // Everything above is read by the warm paths and written rarely; from here on the slow
+  // paths write (the lock word, the arena's counters). A line of its own apart.
+  alignas(64) mutable std::mutex mu_;
   // This pool's segment holding addr, or nullptr (the page map holds every pool's).
   const Segment* segment_at(std::uintptr_t addr) const noexcept {
     const Segment* s = PageMap::process().lookup(addr);
