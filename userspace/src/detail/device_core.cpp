@@ -18,6 +18,7 @@
 #include "detail/pool/stream_core_ref.hpp"
 #include "detail/pool/stream_directory.hpp"
 #include "detail/registry.hpp"
+#include "detail/size_math.hpp"
 #include "detail/trace.hpp"
 #include "hostrt/error.hpp"
 #include "hostrt/pool.hpp"
@@ -209,9 +210,9 @@ namespace {
 // page there stays the parent's anyway (since 5.x the kernel copies pinned anonymous pages
 // for the child at fork instead of sharing them copy-on-write).
 std::pair<std::uintptr_t, std::uintptr_t> whole_pages(const void* p, std::size_t n) noexcept {
-  const std::uintptr_t ps = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t ps = page_size();
   const auto begin = reinterpret_cast<std::uintptr_t>(p);
-  return {(begin + ps - 1) / ps * ps, (begin + n) / ps * ps};
+  return {align_up(begin, ps), align_down(begin + n, ps)};
 }
 
 void set_fork(const void* p, std::size_t n, int advice) noexcept {

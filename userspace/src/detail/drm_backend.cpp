@@ -18,14 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "detail/size_math.hpp"
 #include "hostrt/error.hpp"
 #include "hostrt/unique_fd.hpp"
 
 namespace hostrt::detail {
 
 namespace {
-
-std::size_t page_size() noexcept { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
 
 std::uint64_t to_u64(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
 
@@ -126,7 +125,7 @@ BoMapping DrmBackend::create_bo(std::size_t bytes) {
   if (drmIoctl(fd_, DRM_IOCTL_EDU_ACCEL_BO_CREATE, &a))
     throw_errno(errno, "BO_CREATE of " + std::to_string(bytes) + " bytes");
   add_handle_user(a.handle);
-  const std::size_t len = (bytes + page_size() - 1) / page_size() * page_size();
+  const std::size_t len = round_up(bytes, page_size());
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(a.mmap_offset));
   if (p == MAP_FAILED) {
     const int err = errno;

@@ -13,16 +13,13 @@
 
 #include "detail/access.hpp"
 #include "detail/device_core.hpp"
+#include "detail/size_math.hpp"
 #include "hostrt/device.hpp"
 #include "hostrt/error.hpp"
 
 namespace hostrt::detail {
 
 namespace {
-
-std::size_t page_size() noexcept { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
-
-std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
 
 // A range [off, off+size) inside limit, without overflow.
 bool in_range(std::uint64_t off, std::uint64_t size, std::uint64_t limit) noexcept {

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "detail/size_math.hpp"
+
 namespace hostrt::detail::pool {
 
 inline constexpr std::size_t kAlignment = 64;         // every block start and size
@@ -21,9 +23,9 @@ inline constexpr std::size_t kFragmentedDivisor = 16;
 // Far below SIZE_MAX so that rounding and segment arithmetic cannot overflow.
 inline constexpr std::size_t kMaxRequest = std::size_t{1} << 46;
 
-constexpr std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
-constexpr std::uintptr_t align_up(std::uintptr_t p, std::size_t a) noexcept { return (p + a - 1) & ~(a - 1); }
-constexpr std::uintptr_t align_down(std::uintptr_t p, std::size_t a) noexcept { return p & ~(a - 1); }
+using detail::align_down;
+using detail::align_up;
+using detail::round_up;
 
 // The pool's rounding: to 64 bytes and no further (0 bytes still gets its own 64).
 constexpr std::size_t block_size_for(std::size_t n) noexcept {
