@@ -598,15 +598,14 @@ int main(int argc, char** argv) {
   }
 
   // 2. Scaling: best of the repetitions at each thread count (the machine is shared and noisy).
-  auto best_ips = [](const std::string& who, const std::string& threads) {
+  auto best_ips = [](const std::string& prefix, const std::string& threads) {
     double best = 0;
     for (const auto& [name, r] : g_results)
-      if (name.rfind("Mix/" + who + "/", 0) == 0 && name.ends_with(threads))
-        best = std::max(best, r.items_per_second);
+      if (name.rfind(prefix, 0) == 0 && name.ends_with(threads)) best = std::max(best, r.items_per_second);
     return best;
   };
-  const double p1 = best_ips("pool", "threads:1"), p2 = best_ips("pool", "threads:2");
-  const double m1 = best_ips("mimalloc", "threads:1"), m2 = best_ips("mimalloc", "threads:2");
+  const double p1 = best_ips("Mix/pool/", "threads:1"), p2 = best_ips("Mix/pool/", "threads:2");
+  const double m1 = best_ips("Mix/mimalloc/", "threads:1"), m2 = best_ips("Mix/mimalloc/", "threads:2");
   if (p1 > 0 && m1 > 0 && m2 > 0) {
     metric("pool_2thread_scaling", p2 / p1, "ratio");
     metric("mimalloc_2thread_scaling", m2 / m1, "ratio");
@@ -614,20 +613,10 @@ int main(int argc, char** argv) {
   }
 
   // 2b. The pending path with the device in the loop, 1 -> 2 threads.
-  double q1 = 0, q2 = 0;
-  for (const auto& [name, r] : g_results) {
-    if (name.rfind("Pending/pool/", 0) != 0) continue;
-    if (name.ends_with("threads:1")) q1 = std::max(q1, r.items_per_second);
-    if (name.ends_with("threads:2")) q2 = std::max(q2, r.items_per_second);
-  }
+  const double q1 = best_ips("Pending/pool/", "threads:1"), q2 = best_ips("Pending/pool/", "threads:2");
   if (q1 > 0 && q2 > 0) metric("pool_pending_path_scaling", q2 / q1, "ratio");
   // The same at 8 threads x 4 streams against 1 x 4.
-  double r1 = 0, r8 = 0;
-  for (const auto& [name, r] : g_results) {
-    if (name.rfind("Pending4/pool/", 0) != 0) continue;
-    if (name.ends_with("threads:1")) r1 = std::max(r1, r.items_per_second);
-    if (name.ends_with("threads:8")) r8 = std::max(r8, r.items_per_second);
-  }
+  const double r1 = best_ips("Pending4/pool/", "threads:1"), r8 = best_ips("Pending4/pool/", "threads:8");
   if (r1 > 0 && r8 > 0) metric("pool_pending_8x4_scaling", r8 / r1, "ratio");
 
   // 2c. A warm thread beside a pending-path thread vs beside a warm one: best of 5

@@ -72,27 +72,10 @@
 #include <string>
 
 #include "hostrt/error.hpp"
+#include "hostrt/pool_fwd.hpp"
 #include "hostrt/pool_options.hpp"
 
 namespace hostrt {
-
-class Device;
-class Stream;
-
-namespace detail {
-class StreamCore;
-class DeviceCore;
-class AccessList;
-struct Access;
-}  // namespace detail
-
-namespace detail::pool {
-class PoolCore;
-class SegmentSource;
-class RegistrationIndex;
-}  // namespace detail::pool
-
-class PoolBuffer;
 
 class Pool {
  public:

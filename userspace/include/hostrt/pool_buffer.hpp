@@ -5,24 +5,9 @@
 #include <memory>
 #include <span>
 
+#include "hostrt/pool_fwd.hpp"
+
 namespace hostrt {
-
-class Device;
-class Pool;
-class Stream;
-
-namespace detail {
-class StreamCore;
-class DeviceCore;
-class AccessList;
-struct Access;
-}  // namespace detail
-
-namespace detail::pool {
-class PoolCore;
-class SegmentSource;
-class RegistrationIndex;
-}  // namespace detail::pool
 
 // One block of a Pool, freed on its stream when the handle goes. Movable. It holds the
 // stream's internals, not the Stream handle, and the pool's internals, not the Pool: either

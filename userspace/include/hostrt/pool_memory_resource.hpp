@@ -5,24 +5,9 @@
 #include <memory>
 #include <memory_resource>
 
+#include "hostrt/pool_fwd.hpp"
+
 namespace hostrt {
-
-class Device;
-class Pool;
-class Stream;
-
-namespace detail {
-class StreamCore;
-class DeviceCore;
-class AccessList;
-struct Access;
-}  // namespace detail
-
-namespace detail::pool {
-class PoolCore;
-class SegmentSource;
-class RegistrationIndex;
-}  // namespace detail::pool
 
 // std::pmr adaptor, so containers can live in pinned memory:
 //   hostrt::PoolMemoryResource mr(pool, stream);

@@ -7,23 +7,9 @@
 #include <memory>
 #include <utility>
 
+#include "hostrt/pool_fwd.hpp"
+
 namespace hostrt {
-
-class Device;
-class Stream;
-
-namespace detail {
-class StreamCore;
-class DeviceCore;
-class AccessList;
-struct Access;
-}  // namespace detail
-
-namespace detail::pool {
-class PoolCore;
-class SegmentSource;
-class RegistrationIndex;
-}  // namespace detail::pool
 
 // A cache in front of Device::host_register: registering a range that lies inside a range
 // already registered through the cache costs no ioctl, only a reference. Released

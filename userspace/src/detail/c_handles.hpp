@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "hostrt/hostrt.h"
@@ -24,24 +25,20 @@ namespace hostrt::detail::capi {
 
 enum class HandleKind : std::uint8_t { Stream = 1, Event = 2, Pool = 3, RegCache = 4 };
 
+// The kind of C object behind each handle type.
 template <class T>
-struct HandleKindOf;
-template <>
-struct HandleKindOf<hrtStream> {
-  static constexpr HandleKind value = HandleKind::Stream;
-};
-template <>
-struct HandleKindOf<hrtEvent> {
-  static constexpr HandleKind value = HandleKind::Event;
-};
-template <>
-struct HandleKindOf<hrtPool> {
-  static constexpr HandleKind value = HandleKind::Pool;
-};
-template <>
-struct HandleKindOf<hrtRegCache> {
-  static constexpr HandleKind value = HandleKind::RegCache;
-};
+constexpr HandleKind handle_kind() noexcept {
+  if constexpr (std::is_same_v<T, hrtStream>)
+    return HandleKind::Stream;
+  else if constexpr (std::is_same_v<T, hrtEvent>)
+    return HandleKind::Event;
+  else if constexpr (std::is_same_v<T, hrtPool>)
+    return HandleKind::Pool;
+  else if constexpr (std::is_same_v<T, hrtRegCache>)
+    return HandleKind::RegCache;
+  else
+    static_assert(!std::is_same_v<T, T>, "not a C handle type");
+}
 
 class HandleRegistry {
  public:
@@ -55,7 +52,7 @@ class HandleRegistry {
   // (hrtErrorMemoryAllocation) once kMaxHandles are live.
   template <class T>
   T* add(std::unique_ptr<T> obj) {
-    const std::uint64_t h = add_raw(HandleKindOf<T>::value, obj.get());
+    const std::uint64_t h = add_raw(handle_kind<T>(), obj.get());
     obj.release();
     return reinterpret_cast<T*>(static_cast<std::uintptr_t>(h));
   }
@@ -63,7 +60,7 @@ class HandleRegistry {
   // The object behind a live handle of kind T, or nullptr. No lock.
   template <class T>
   T* find(const T* handle) const noexcept {
-    return static_cast<T*>(find_raw(HandleKindOf<T>::value, reinterpret_cast<std::uintptr_t>(handle)));
+    return static_cast<T*>(find_raw(handle_kind<T>(), reinterpret_cast<std::uintptr_t>(handle)));
   }
 
   // Ends the handle and hands its object back; nullptr if it was not live (destroyed twice,
@@ -71,7 +68,7 @@ class HandleRegistry {
   template <class T>
   std::unique_ptr<T> remove(T* handle) noexcept {
     return std::unique_ptr<T>(
-        static_cast<T*>(remove_raw(HandleKindOf<T>::value, reinterpret_cast<std::uintptr_t>(handle))));
+        static_cast<T*>(remove_raw(handle_kind<T>(), reinterpret_cast<std::uintptr_t>(handle))));
   }
 
   // The handle of the first live object of kind T for which pred holds, or nullptr. Objects
@@ -82,7 +79,7 @@ class HandleRegistry {
     for (std::uint32_t i = 0; i < next_; ++i) {
       const Slot& s = slot(i);
       const std::uint64_t w = s.word.load(std::memory_order_acquire);
-      if (!live(w) || kind(w) != HandleKindOf<T>::value) continue;
+      if (!live(w) || kind(w) != handle_kind<T>()) continue;
       auto* obj = static_cast<T*>(s.obj.load(std::memory_order_relaxed));
       if (pred(*obj)) return reinterpret_cast<T*>(static_cast<std::uintptr_t>(handle_of(i, w)));
     }
