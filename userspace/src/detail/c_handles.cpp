@@ -6,8 +6,9 @@ namespace hostrt::detail::capi {
 
 std::uint64_t HandleRegistry::add_raw(HandleKind k, void* obj) {
   std::lock_guard lk(m_);
+  const bool reused = !free_.empty();
   std::uint32_t index;
-  if (!free_.empty()) {
+  if (reused) {
     index = free_.back();
   } else {
     expect(next_ < kMaxHandles, hrtErrorMemoryAllocation,
@@ -25,7 +26,7 @@ std::uint64_t HandleRegistry::add_raw(HandleKind k, void* obj) {
   s.obj.store(obj, std::memory_order_relaxed);
   const std::uint64_t w = (gen << 32) | (static_cast<std::uint64_t>(k) << 1) | 1;
   s.word.store(w, std::memory_order_release);
-  if (!free_.empty() && free_.back() == index)
+  if (reused)
     free_.pop_back();
   else
     ++next_;
