@@ -237,7 +237,7 @@ TEST_P(CApi, StreamPriorityRangeClampAndGet) {
   EXPECT_EQ(p, 0) << "the default stream";
 
   hrtStream_t untouched = nullptr;
-  EXPECT_EQ(hrtStreamCreateWithPriority(&untouched, 1, 0), hrtErrorInvalidValue);
+  EXPECT_EQ(hrtStreamCreateWithPriority(&untouched, 2, 0), hrtErrorInvalidValue);
   EXPECT_EQ(untouched, nullptr);
   const std::string msg = hrtGetLastErrorMessage();
   EXPECT_NE(msg.find("hrtStreamCreateWithPriority"), std::string::npos) << msg;

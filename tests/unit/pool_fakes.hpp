@@ -67,8 +67,13 @@ class FakeStream : public detail::pool::StreamIdentity {
   std::uint64_t submitted() const { return submitted_.load(std::memory_order_acquire); }
   std::uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
   std::uint64_t waits() const { return waits_.load(); }
-  // The next wait_point reports a device fault (after completing, as a failed job ends).
+  // The job waited for next has failed: the pool's waits leave it, and user_wait reports it.
   void fail_next_wait() { fail_next_ = true; }
+  // The user's own wait (Stream::wait_point): reports a failure the pool's waits left.
+  void user_wait(std::uint64_t p) {
+    complete_to(p);
+    if (fail_next_.exchange(false)) throw DeviceFault(EIO, "fake stream: job failed", p);
+  }
   // The next wait fails without the job ending (DeviceLost: the wait itself could not happen).
   void lose_next_wait() { lose_next_ = true; }
 
@@ -115,13 +120,6 @@ inline const detail::pool::StreamOps FakeStream::kOps = {
     },
     [](const detail::pool::StreamIdentity* s, std::uint64_t p) noexcept {
       return static_cast<const FakeStream*>(s)->completed() >= p;
-    },
-    [](detail::pool::StreamIdentity* s, std::uint64_t p) {
-      auto* f = static_cast<FakeStream*>(s);
-      ++f->waits_;
-      if (f->lose_next_.exchange(false)) throw DeviceLost(ENODEV, "fake stream: wait failed");
-      f->complete_to(p);  // the device gets there while the host sleeps
-      if (f->fail_next_.exchange(false)) throw DeviceFault(EIO, "fake stream: job failed", p);
     },
     [](detail::pool::StreamIdentity* s, std::uint64_t p) {
       auto* f = static_cast<FakeStream*>(s);

@@ -96,8 +96,16 @@ State::Dev& device_locked(State& st, int index) {
 // The current device of this thread.
 State::Dev& current_locked(State& st) { return device_locked(st, t_device); }
 
+// The NULL stream is CUDA's legacy default stream: ordered with the device's blocking streams
+// (StreamCore::Ordering).
 std::shared_ptr<hrtStream>& default_stream_locked(State::Dev& d) {
-  if (!d.default_stream) d.default_stream = std::make_shared<hrtStream>(hrtStream{d.device->create_stream()});
+  if (!d.default_stream) {
+    auto h = std::make_shared<hrtStream>(hrtStream{d.device->create_stream()});
+    const auto& core = hostrt::detail::Access::core(h->stream);
+    core->set_ordering(hostrt::detail::StreamCore::Ordering::Legacy);
+    hostrt::detail::Access::core(*d.device)->set_legacy_stream(core);
+    d.default_stream = std::move(h);
+  }
   return d.default_stream;
 }
 
@@ -179,12 +187,24 @@ int code_of(const hrtError_t& e) noexcept {
   return static_cast<int>(c);
 }
 
-hrtError_t create_stream(hrtStream_t* stream, hostrt::StreamPriority priority) {
+hrtError_t create_stream(hrtStream_t* stream, unsigned flags, hostrt::StreamPriority priority) {
   expect(stream != nullptr, hrtErrorInvalidValue, "stream is NULL");
+  expect((flags & ~hrtStreamNonBlocking) == 0, hrtErrorInvalidValue,
+         "unknown stream flags " + std::to_string(flags));
   auto dev = current_device();
-  *stream = hostrt::detail::capi::HandleRegistry::instance().add(
-      std::make_unique<hrtStream>(hrtStream{dev->create_stream(priority)}));
+  auto h = std::make_unique<hrtStream>(hrtStream{dev->create_stream(priority)});
+  if (flags & hrtStreamNonBlocking)
+    hostrt::detail::Access::core(h->stream)->set_ordering(hostrt::detail::StreamCore::Ordering::NonBlocking);
+  *stream = hostrt::detail::capi::HandleRegistry::instance().add(std::move(h));
   return hrtSuccess;
+}
+
+// The stream of a call that orders work on it, with the legacy default stream's implicit
+// order queued first (StreamCore::order_implicitly).
+hostrt::Stream& ordered_stream(hrtStream_t s) {
+  hostrt::Stream& stream = stream_of(s);
+  if (const auto& core = hostrt::detail::Access::core(stream)) core->order_implicitly();
+  return stream;
 }
 
 hrtError_t alloc_host(void** ptr, size_t size, unsigned flags) {
@@ -294,6 +314,10 @@ hrtError_t hrtHostAlloc(void** ptr, size_t size, unsigned int flags) {
 }
 
 hrtError_t hrtFreeHost(void* ptr) {
+  return guarded(__func__, [&] { return free_host(ptr, true); });
+}
+
+hrtError_t hrtFreeHostNoWait(void* ptr) {
   return guarded(__func__, [&] { return free_host(ptr, false); });
 }
 
@@ -375,16 +399,30 @@ hrtError_t hrtPointerGetAttributes(hrtPointerAttributes* attributes, const void*
 }
 
 hrtError_t hrtStreamCreate(hrtStream_t* stream) {
-  return guarded(__func__, [&] { return create_stream(stream, hostrt::StreamPriority::Normal); });
+  return guarded(__func__, [&] { return create_stream(stream, 0, hostrt::StreamPriority::Normal); });
+}
+
+hrtError_t hrtStreamCreateWithFlags(hrtStream_t* stream, unsigned int flags) {
+  return guarded(__func__, [&] { return create_stream(stream, flags, hostrt::StreamPriority::Normal); });
+}
+
+hrtError_t hrtStreamGetFlags(hrtStream_t stream, unsigned int* flags) {
+  return guarded(__func__, [&] {
+    expect(flags != nullptr, hrtErrorInvalidValue, "flags is NULL");
+    const auto& core = hostrt::detail::Access::core(stream_of(stream));
+    expect(core != nullptr, hrtErrorInvalidResourceHandle, "destroyed stream");
+    *flags = core->ordering() == hostrt::detail::StreamCore::Ordering::NonBlocking ? hrtStreamNonBlocking
+                                                                                   : hrtStreamDefault;
+    return hrtSuccess;
+  });
 }
 
 hrtError_t hrtStreamCreateWithPriority(hrtStream_t* stream, unsigned int flags, int priority) {
   return guarded(__func__, [&] {
-    expect(flags == 0, hrtErrorInvalidValue, "unknown stream flags " + std::to_string(flags));
     // Clamped, as CUDA does: code written for a device with a wider range still runs.
     const int p = std::clamp(priority, static_cast<int>(hostrt::StreamPriority::High),
                              static_cast<int>(hostrt::StreamPriority::Low));
-    return create_stream(stream, static_cast<hostrt::StreamPriority>(p));
+    return create_stream(stream, flags, static_cast<hostrt::StreamPriority>(p));
   });
 }
 
@@ -414,13 +452,13 @@ hrtError_t hrtStreamDestroy(hrtStream_t stream) {
 
 hrtError_t hrtStreamSynchronize(hrtStream_t stream) {
   return guarded(__func__, [&] {
-    stream_of(stream).synchronize();
+    ordered_stream(stream).synchronize();
     return hrtSuccess;
   });
 }
 
 hrtError_t hrtStreamQuery(hrtStream_t stream) {
-  return guarded(__func__, [&] { return stream_of(stream).query() ? hrtSuccess : hrtErrorNotReady; });
+  return guarded(__func__, [&] { return ordered_stream(stream).query() ? hrtSuccess : hrtErrorNotReady; });
 }
 
 hrtError_t hrtStreamWaitEvent(hrtStream_t stream, hrtEvent_t event, unsigned int flags) {
@@ -435,7 +473,7 @@ hrtError_t hrtStreamWaitEvent(hrtStream_t stream, hrtEvent_t event, unsigned int
 hrtError_t hrtMemcpyAsync(void* dst, const void* src, size_t count, hrtMemcpyKind kind, hrtStream_t stream) {
   return guarded(__func__, [&] {
     const auto k = kind_of(kind);
-    stream_of(stream).memcpy_async(dst, src, count, k);
+    ordered_stream(stream).memcpy_async(dst, src, count, k);
     return hrtSuccess;
   });
 }
@@ -443,7 +481,7 @@ hrtError_t hrtMemcpyAsync(void* dst, const void* src, size_t count, hrtMemcpyKin
 hrtError_t hrtLaunchHostFunc(hrtStream_t stream, hrtHostFn_t fn, void* userData) {
   return guarded(__func__, [&] {
     expect(fn != nullptr, hrtErrorInvalidValue, "fn is NULL");
-    stream_of(stream).launch_host_func([fn, userData] { fn(userData); });
+    ordered_stream(stream).launch_host_func([fn, userData] { fn(userData); });
     return hrtSuccess;
   });
 }
@@ -451,7 +489,7 @@ hrtError_t hrtLaunchHostFunc(hrtStream_t stream, hrtHostFn_t fn, void* userData)
 hrtError_t hrtMemcpy(void* dst, const void* src, size_t count, hrtMemcpyKind kind) {
   return guarded(__func__, [&] {
     const auto k = kind_of(kind);
-    hostrt::Stream& s = stream_of(nullptr);
+    hostrt::Stream& s = ordered_stream(nullptr);
     s.memcpy_async(dst, src, count, k);
     s.synchronize();
     return hrtSuccess;
@@ -484,7 +522,7 @@ hrtError_t hrtEventDestroy(hrtEvent_t event) {
 hrtError_t hrtEventRecord(hrtEvent_t event, hrtStream_t stream) {
   return guarded(__func__, [&] {
     hrtEvent_t e = event_of(event);
-    e->event.record(stream_of(stream));
+    e->event.record(ordered_stream(stream));
     return hrtSuccess;
   });
 }

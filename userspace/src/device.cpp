@@ -67,7 +67,9 @@ void Device::free_host_sync(PinnedBuffer&& buffer) {
   if (!b) return;
   const auto& a = hostrt::detail::Access::allocation(b);
   if (a->device() != core_) throw WrongDevice(EXDEV, "free_host_sync: the buffer belongs to another device");
-  synchronize();
+  // A closed device (hrtDeviceReset) can no longer be synchronized with; its jobs hold their
+  // own references on the buffer, so freeing without the wait is still safe.
+  if (!core_->closed()) synchronize();
   // Portable memory: the other devices that copied it may still be using it too.
   for (auto& peer : a->peer_devices())
     if (!peer->closed()) Device(peer).synchronize();

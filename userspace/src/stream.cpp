@@ -149,6 +149,10 @@ void Stream::synchronize() {
   auto& s = live(core_, "synchronize");
   const detail::trace::ApiSpan span(detail::trace::Api::StreamSynchronize, s.id(), 0, s.last_submitted());
   s.drain_host_funcs();
+  // What the stream waits for (Stream::wait) is part of it, as a wait enqueued in CUDA is:
+  // the other streams' failures stay theirs to report.
+  if (s.state_word() & detail::StreamCore::kWaitsQueued)
+    for (const auto& [other, point] : s.pending_waits()) other->wait_as_waited(point);
   s.wait(s.last_submitted());
 }
 
@@ -156,6 +160,7 @@ bool Stream::query() {
   auto& s = live(core_, "query");
   if (s.host_funcs_queued()) return false;
   s.drain_host_funcs();  // what a function threw
+  if ((s.state_word() & detail::StreamCore::kWaitsQueued) && !s.pending_waits().empty()) return false;
   const std::uint64_t p = s.last_submitted();
   if (!s.reached(p)) return false;
   s.check_failure(p);

@@ -15,7 +15,7 @@
 //    an in-process engine cannot keep the user's pages alive.)
 //  - Device::free_host_sync(buffer) first waits until every stream of the device has
 //    finished the work submitted before the call (cudaFreeHost's behaviour), reporting a
-//    device failure of that work, then frees.
+//    device failure of that work, then frees. On a closed device it frees without waiting.
 #pragma once
 
 #include <cstddef>

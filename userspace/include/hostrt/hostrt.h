@@ -13,9 +13,11 @@
  * Device memory is edu's 4096-byte buffer: hrtDevicePtr(offset) gives the address to pass
  * as dst (H2D) or src (D2H) of hrtMemcpyAsync; transfers must end at or before byte 4095.
  *
- * Frees: hrtFreeHost returns at once (jobs already submitted keep the memory valid for the
- * device until they end); hrtFreeHostSync first waits for every stream of the device, like
- * cudaFreeHost. hrtHostUnregister is immediate in the same sense as hrtFreeHost.
+ * Frees: hrtFreeHost is cudaFreeHost: it first waits for the work queued on every stream of
+ * the device (hrtDeviceSynchronize, which may report a failed job), then frees.
+ * hrtFreeHostNoWait frees at once: jobs already submitted keep the memory valid for the device
+ * until they end, but work queued earlier may still be running when it returns.
+ * hrtHostUnregister is immediate in the same sense as hrtFreeHostNoWait.
  * Pageable memory passed to hrtMemcpyAsync is staged through pinned buffers; a pageable
  * destination makes the call wait for the copy.
  */
@@ -72,13 +74,23 @@ typedef struct hrtPointerAttributes {
   int portable; /* 1: usable by every device (hrtHostAllocPortable / hrtHostRegisterPortable) */
 } hrtPointerAttributes;
 
-typedef struct hrtStream* hrtStream_t; /* NULL: the current device's default stream */
+/*
+ * NULL is the current device's default stream, with the semantics of CUDA's legacy default
+ * stream: work queued on it (a copy, an event record, a host function, hrtMemcpy) runs after
+ * all work queued earlier on the device's blocking streams, and work queued on a blocking
+ * stream runs after all work queued earlier on it; hrtStreamSynchronize(NULL) and
+ * hrtStreamQuery(NULL) cover the blocking streams' earlier work too. Streams made with
+ * hrtStreamNonBlocking take no part. As CUDA's, the order is between streams of one device;
+ * stream-ordered frees (hrtFreeAsync) are not ordered by it (a copy records its use of a
+ * pool block, so a block is never reused early either way).
+ */
+typedef struct hrtStream* hrtStream_t;
 typedef struct hrtEvent* hrtEvent_t;
 
 /* hrtHostAlloc flags (CUDA's values). Portable: every device may copy to and from the memory,
  * not only the current one; another device's first copy naming it gives that device its
- * own handle to the same pages (a dma-buf import), released by hrtFreeHost, which
- * hrtFreeHostSync makes wait for those devices' streams too. Mapped and WriteCombined:
+ * own handle to the same pages (a dma-buf import), released by hrtFreeHost, which then
+ * waits for those devices' streams too. Mapped and WriteCombined:
  * hrtErrorNotSupported (no device-side mapping of host memory; BOs are write-back). */
 #define hrtHostAllocDefault 0u
 #define hrtHostAllocPortable 1u
@@ -109,8 +121,12 @@ void* hrtDevicePtr(size_t offset);
 /* Pinned host memory */
 hrtError_t hrtMallocHost(void** ptr, size_t size);
 hrtError_t hrtHostAlloc(void** ptr, size_t size, unsigned int flags); /* hrtHostAlloc* flags */
-hrtError_t hrtFreeHost(void* ptr);                                    /* immediate; NULL is a no-op */
-hrtError_t hrtFreeHostSync(void* ptr); /* waits for the device's streams first */
+/* NULL is a no-op for the three. A failure of the wait (a failed job) is returned, and the
+ * memory is freed all the same (as cudaFreeHost). */
+hrtError_t hrtFreeHost(void* ptr);       /* waits for the device's streams first */
+hrtError_t hrtFreeHostNoWait(void* ptr); /* at once (see above) */
+hrtError_t hrtFreeHostSync(
+    void* ptr); /* hrtFreeHost, by its name before 0.2 (when hrtFreeHost did not wait) */
 hrtError_t hrtHostRegister(void* ptr, size_t size, unsigned int flags);
 hrtError_t hrtHostUnregister(void* ptr);
 hrtError_t hrtPointerGetAttributes(hrtPointerAttributes* attributes, const void* ptr);
@@ -123,7 +139,12 @@ hrtError_t hrtImportDmaBuf(int fd, void** ptr, size_t* size);
 hrtError_t hrtExportDmaBuf(const void* ptr, int* fd);
 
 /* Streams */
-hrtError_t hrtStreamCreate(hrtStream_t* stream); /* at the default priority (0) */
+#define hrtStreamDefault 0u
+#define hrtStreamNonBlocking 1u                  /* not ordered with the NULL stream (CUDA's value) */
+hrtError_t hrtStreamCreate(hrtStream_t* stream); /* blocking, at the default priority (0) */
+hrtError_t hrtStreamCreateWithFlags(hrtStream_t* stream, unsigned int flags);
+/* hrtStreamDefault or hrtStreamNonBlocking; NULL: the default stream's (hrtStreamDefault). */
+hrtError_t hrtStreamGetFlags(hrtStream_t stream, unsigned int* flags);
 /* A stream of the given priority (cudaStreamCreateWithPriority). As in CUDA a lower number
  * is a higher priority: hrtDeviceGetStreamPriorityRange gives the range, [-1, 1] (-1 high,
  * 0 normal, the default, 1 low); a priority outside it is clamped to it. When several
@@ -131,7 +152,8 @@ hrtError_t hrtStreamCreate(hrtStream_t* stream); /* at the default priority (0) 
  * highest priority's first, the oldest first among equals. Priority orders only work still
  * waiting for the engine: a running job is never preempted, and the jobs the driver already
  * handed to the engine (up to 8) run first whatever their priority. It is a scheduling
- * preference, never an ordering between streams (use events for that). flags must be 0.
+ * preference, never an ordering between streams (use events for that). flags as for
+ * hrtStreamCreateWithFlags.
  * A high priority needs CAP_SYS_NICE: hrtErrorPermissionDenied without it. */
 hrtError_t hrtStreamCreateWithPriority(hrtStream_t* stream, unsigned int flags, int priority);
 /* The priority a stream was created with (after clamping); NULL: the default stream's (0). */

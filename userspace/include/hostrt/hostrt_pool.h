@@ -9,8 +9,8 @@
  * Streams: a handle must be live and of the pool's device (hrtErrorWrongDevice otherwise).
  * NULL is the default stream of the pool's device (for hrtPoolCreate and hrtMallocAsync: of
  * the current device). A stream may be destroyed while a block allocated on it is held, as in
- * CUDA: its queued work still runs and a later free still waits for it. hrtPoolMalloc / hrtPoolFree are the
- * stream-less forms (no home stream; free on the home stream).
+ * CUDA: its queued work still runs and a later free still waits for it. hrtPoolMalloc allocates
+ * without a home stream; hrtPoolFree is the synchronous free.
  *
  * hrtDeviceReset closes the device: its pools (the default one included) refuse allocations
  * with hrtErrorDeviceLost from then on, but their blocks stay valid, and frees (with NULL or
@@ -74,7 +74,12 @@ hrtError_t hrtPoolDestroy(hrtPool_t pool);
 hrtError_t hrtPoolMallocAsync(hrtPool_t pool, void** ptr, size_t size, hrtStream_t stream);
 hrtError_t hrtPoolFreeAsync(hrtPool_t pool, void* ptr, hrtStream_t stream);
 hrtError_t hrtPoolMalloc(hrtPool_t pool, void** ptr, size_t size); /* no home stream */
-hrtError_t hrtPoolFree(hrtPool_t pool, void* ptr);                 /* on the home stream */
+/* As cudaFree of stream-ordered memory: synchronizes the pool's device (every stream, as
+ * hrtDeviceSynchronize; a failed job is returned and nothing is freed, and a retry frees),
+ * then frees; the block is reusable at once unless another device with access used it (its
+ * reuse then waits for that device's work). After hrtDeviceReset it frees on the block's home
+ * stream without waiting, as hrtPoolFreeAsync. */
+hrtError_t hrtPoolFree(hrtPool_t pool, void* ptr);
 hrtError_t hrtPoolRecordStream(hrtPool_t pool, void* ptr, hrtStream_t stream);
 
 hrtError_t hrtPoolReserve(hrtPool_t pool, size_t largeBytes, size_t smallBytes);

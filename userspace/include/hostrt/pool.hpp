@@ -39,9 +39,10 @@
 //    no lock and no syscall; everything else takes the pool's lock, which is never held
 //    across a driver call or a wait. Blocks parked in another thread's cache are returned
 //    to the pool by that thread at its next pool call after trim()/flush, or when it exits.
-//  - sync_on_free (debug): deallocate waits until the block's work has completed (and
-//    reports a device fault of that work) before returning, so a missing record_stream shows
-//    up as corruption right where the free is, not later.
+//  - sync_on_free (debug): deallocate waits until the block's work has completed before
+//    returning, so a missing record_stream shows up as corruption right where the free is,
+//    not later. A device fault of that work stays for the stream's own synchronize (or
+//    query, or an event's) to report: deallocate never throws for the device.
 //  - Streams: the pool refers to a stream's internals, not to the Stream handle, so a handle
 //    may be moved at any time. A free waiting on a stream keeps that stream alive itself, so
 //    a Stream may be destroyed right after the free, and record_stream keeps the recorded
@@ -64,8 +65,7 @@
 //
 // Errors: InvalidArgument for a pointer the pool did not hand out (or freed twice, as far
 // as it can tell), WrongDevice for a stream of another device without access (set_access), DeviceLost for an
-// allocation once the device is closed, PoolOutOfMemory (a std::bad_alloc) as above, DeviceFault from
-// sync_on_free.
+// allocation once the device is closed, PoolOutOfMemory (a std::bad_alloc) as above.
 #pragma once
 #include <cstddef>
 #include <memory>

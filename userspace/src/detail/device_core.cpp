@@ -156,6 +156,18 @@ void DeviceCore::add_stream(const std::shared_ptr<StreamCore>& s) {
   streams_.push_back(s);
 }
 
+void DeviceCore::set_legacy_stream(const std::shared_ptr<StreamCore>& s) {
+  std::lock_guard lk(streams_m_);
+  legacy_ = s;
+  has_legacy_.store(true, std::memory_order_release);
+}
+
+std::shared_ptr<StreamCore> DeviceCore::legacy_stream() const {
+  if (!has_legacy_.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard lk(streams_m_);
+  return legacy_.lock();
+}
+
 void DeviceCore::retire(std::shared_ptr<RetiredStream> r) {
   std::vector<std::shared_ptr<RetiredStream>> done;  // destroyed after the lock (driver calls)
   std::lock_guard lk(streams_m_);
@@ -388,6 +400,21 @@ StreamCore::~StreamCore() {
   be->destroy_timeline(timeline_);
 }
 
+void StreamCore::order_implicitly() {
+  const Ordering mine = ordering();
+  if (mine == Ordering::NonBlocking || forked()) return;
+  auto after = [this](const std::shared_ptr<StreamCore>& other) {
+    const std::uint64_t p = other->last_submitted();
+    if (!other->reached(p)) add_wait(other, p);
+  };
+  if (mine == Ordering::Blocking) {
+    if (auto legacy = dev_->legacy_stream(); legacy && legacy.get() != this) after(legacy);
+    return;
+  }
+  for (const auto& s : dev_->streams())
+    if (s.get() != this && s->ordering() == Ordering::Blocking) after(s);
+}
+
 void StreamCore::add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point) {
   std::lock_guard lk(m_);
   // One wait per stream, its highest point: the list is bounded by the streams, not by the
@@ -500,7 +527,21 @@ void StreamCore::launch_host_func(std::function<void()> fn) {
     host_funcs_owner_ = std::make_unique<HostFuncs>(*this);
     host_funcs_.store(host_funcs_owner_.get(), std::memory_order_release);
   });
-  // After the functions launched before it, which may have been followed by nothing else.
+  // After the functions launched before it, which may have been followed by nothing else,
+  // and after what the stream waits for (Stream::wait, the NULL stream's implicit order):
+  // those are ordered before the function as before a copy.
+  auto waits = pending_waits();
+  if (!waits.empty()) {
+    fn = [waits = std::move(waits), fn = std::move(fn)] {
+      for (const auto& [other, point] : waits) {
+        try {
+          other->wait_as_waited(point);
+        } catch (const Error&) {  // as for the stream's own point: late rather than never
+        }
+      }
+      fn();
+    };
+  }
   host_funcs_owner_->launch(last_submitted(), std::move(fn));
 }
 
@@ -519,6 +560,10 @@ void StreamCore::wait_until(std::uint64_t point) {
   EXPECTS(point <= last, "wait for point " + std::to_string(point) + " not submitted yet (last " +
                              std::to_string(last) + ")");
   if (!reached(point)) dev_->backend("wait").wait_timeline(timeline_, point);
+}
+
+void StreamCore::wait_as_waited(std::uint64_t point) {
+  if (!reached(point)) dev_->backend_unchecked().wait_timeline(timeline_, point);
 }
 
 void StreamCore::check_failure(std::uint64_t point) {

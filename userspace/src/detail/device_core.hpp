@@ -70,6 +70,11 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   // From ~Pool: if p is the current pool, the default one is again.
   void forget_mem_pool(const hostrt::Pool* p) noexcept;
 
+  // The C API's NULL stream of this device (CUDA's legacy default stream), once made; set
+  // once per device (the stream is made Legacy first).
+  void set_legacy_stream(const std::shared_ptr<StreamCore>& s);
+  std::shared_ptr<StreamCore> legacy_stream() const;
+
   void add_stream(const std::shared_ptr<StreamCore>& s);
   // Live streams, for device-wide synchronisation.
   std::vector<std::shared_ptr<StreamCore>> streams();
@@ -92,9 +97,11 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   std::atomic<bool> closed_{false};
   std::uint64_t fork_generation_;
   std::uint64_t traced_client_ = 0;
-  std::mutex streams_m_;
+  mutable std::mutex streams_m_;
   std::vector<std::weak_ptr<StreamCore>> streams_;
   std::vector<std::shared_ptr<RetiredStream>> retired_;  // under streams_m_
+  std::weak_ptr<StreamCore> legacy_;                     // under streams_m_
+  std::atomic<bool> has_legacy_{false};                  // legacy_ was set
   std::mutex pools_m_;
   std::vector<std::weak_ptr<pool::PoolCore>> pools_;
   std::mutex mem_pool_m_;  // writers of the three below
@@ -167,6 +174,19 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   // True in a child process forked after this stream was made (one load, for hot paths).
   bool forked() const noexcept { return current_fork_generation() != fork_generation_; }
 
+  // CUDA's stream kinds, for the implicit order of the legacy default stream (the C API's
+  // NULL stream): work on the Legacy stream follows all earlier work of the device's Blocking
+  // streams, and theirs follows its earlier work; NonBlocking streams take no part. Streams
+  // are Blocking when made; only the C API asks for the order (order_implicitly).
+  enum class Ordering : std::uint8_t { Blocking, NonBlocking, Legacy };
+  Ordering ordering() const noexcept { return ordering_.load(std::memory_order_relaxed); }
+  // Before the stream is shared (the C API's handle or NULL-stream entry).
+  void set_ordering(Ordering o) noexcept { ordering_.store(o, std::memory_order_relaxed); }
+  // Queues (add_wait) the implicit order's waits for the next work on this stream: for the
+  // Legacy stream, every Blocking stream's last point not reached yet; for a Blocking one,
+  // the Legacy stream's. Nothing for NonBlocking, or in a fork child (the call after it
+  // reports UsedAfterFork). One load when the device has no Legacy stream.
+  void order_implicitly();
   // Queues one job with the dependencies added by add_wait; returns its seqno.
   std::uint64_t submit(std::span<const CopyOp> ops);
   void add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point);
@@ -179,6 +199,10 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   void wait(std::uint64_t point);
   // Blocks until `point` ended; a failure stays for wait()/check_failure to report.
   void wait_until(std::uint64_t point);
+  // Blocks until `point` ended, as another stream waiting for it does: through this stream's
+  // own file even once its device is closed (its queued work still runs), never reporting a
+  // failure (that stays this stream's to report).
+  void wait_as_waited(std::uint64_t point);
   // Throws DeviceFault when a job up to `point` (already reached) failed and was not reported.
   void check_failure(std::uint64_t point);
   // The pinned memory pageable copies on this stream are staged through (made on first use).
@@ -211,7 +235,8 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   std::uint32_t timeline_ = 0;
   const Completion* slot_ = nullptr;
   std::atomic<std::uint64_t> last_{0};  // see state_word()
-  std::mutex m_;                        // submissions, pending waits, failure reporting
+  std::atomic<Ordering> ordering_{Ordering::Blocking};
+  std::mutex m_;  // submissions, pending waits, failure reporting
   // Waits for the next submit; holding the streams keeps their timelines alive until then.
   std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> pending_waits_;
   std::uint64_t reported_failed_ = 0;

@@ -32,7 +32,6 @@ constinit const pool::StreamOps kRetiredOps = {
     },
     [](const StreamIdentity* s, std::uint64_t point) noexcept { return as_retired(s)->reached(point); },
     [](StreamIdentity* s, std::uint64_t) { as_retired(s)->wait_quiet(); },
-    [](StreamIdentity* s, std::uint64_t) { as_retired(s)->wait_quiet(); },
     [](const StreamIdentity* s) -> std::shared_ptr<const void> { return as_retired(s)->shared_from_this(); },
     [](std::uint64_t id, std::shared_ptr<const void>& keep) {
       return pool::stream_directory().find(id, keep);

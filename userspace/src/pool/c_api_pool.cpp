@@ -279,8 +279,17 @@ hrtError_t hrtPoolMalloc(hrtPool_t pool, void** ptr, size_t size) {
   });
 }
 
+// cudaFree of stream-ordered memory synchronizes the device first: so does this, so that the
+// block is reusable at once (its home stream's work has ended) and everything queued before
+// has ended when it returns. A failed job is returned before anything is freed (a retry
+// frees: the failure is reported once). A closed device has nothing left to synchronize with:
+// the free is then stream-ordered on the home stream, as hrtPoolFreeAsync's.
 hrtError_t hrtPoolFree(hrtPool_t pool, void* ptr) {
-  return guarded(__func__, [&] { pool_of(pool).pool->deallocate(ptr); });
+  return guarded(__func__, [&] {
+    hrtPool& h = pool_of(pool);
+    if (ptr != nullptr && h.device.is_open()) h.device.synchronize();
+    h.pool->deallocate(ptr);
+  });
 }
 
 hrtError_t hrtPoolRecordStream(hrtPool_t pool, void* ptr, hrtStream_t stream) {

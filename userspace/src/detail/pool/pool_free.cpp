@@ -118,23 +118,22 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
       trace::emit(trace::Kind::PoolFreeWait, b->addr, w.stream.key(), w.point);
   }
 
-  std::exception_ptr fault;
   if (options_.sync_on_free && !b->waits.empty()) {
-    // Debug mode: the caller sees the device's verdict at the free itself. The block is freed
-    // either way once the work has ended (failed or not), then the error is rethrown.
+    // Debug mode: the free returns once the block's work has ended, so a missing
+    // record_stream shows as corruption right here. A failed job stays for the stream's own
+    // synchronize to report (a free that threw after freeing would invite a retry that frees
+    // another owner's block); a wait that could not happen (a lost device) is no completion:
+    // those points stay, and the block waits in the pending queues for them.
     {
       std::lock_guard lk(mu_);
       ++waits_;
     }
     for (const StreamPoint& w : b->waits) {
       try {
-        w.stream.wait_point(w.point);
+        w.stream.wait_quiet(w.point);
       } catch (const Error&) {
-        if (!fault) fault = std::current_exception();
       }
     }
-    // A wait that failed without the work ending (a lost device, not a device fault) is no
-    // completion: those points stay, and the block waits in the pending queues for them.
     std::erase_if(b->waits, [](const StreamPoint& w) { return w.stream.reached(w.point); });
     if (b->waits.empty()) b->keeps.clear();
   }
@@ -164,14 +163,12 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
     b->set_state(BlockState::Cached);
     ThreadCounters::bump(c.requested, -requested);
     ThreadCounters::bump(c.deallocations, 1);
-    if (fault) std::rethrow_exception(fault);
     return;
   }
   free_locked_path(tc, b, commit);  // throws std::bad_alloc with the block still allocated
   ThreadCounters::bump(c.requested, -requested);
   ThreadCounters::bump(c.deallocations, 1);
   ThreadCounters::bump(c.held, -static_cast<std::int64_t>(size));
-  if (fault) std::rethrow_exception(fault);
 }
 
 template <typename Commit>

@@ -39,8 +39,6 @@ bool reached(const StreamIdentity* s, std::uint64_t point) noexcept {
   return static_cast<const StreamCore*>(s)->reached(point);
 }
 
-void wait_point(StreamIdentity* s, std::uint64_t point) { static_cast<StreamCore*>(s)->wait(point); }
-
 // The timeline wait alone: StreamCore::wait would also report (and so consume) a device fault
 // that belongs to the user's next synchronize.
 void wait_quiet(StreamIdentity* s, std::uint64_t point) {
@@ -66,9 +64,9 @@ StreamRef find_owned(std::uint64_t id, std::shared_ptr<const void>& keep) {
 
 }  // namespace
 constinit const StreamOps kSharedStreamOps = {
-    unfinished, collect<&kSharedStreamOps>, reached, wait_point, wait_quiet, retain, find};
+    unfinished, collect<&kSharedStreamOps>, reached, wait_quiet, retain, find};
 constinit const StreamOps kOwnedStreamOps = {
-    unfinished, collect<&kOwnedStreamOps>, reached, wait_point, wait_quiet, retain_nothing, find_owned};
+    unfinished, collect<&kOwnedStreamOps>, reached, wait_quiet, retain_nothing, find_owned};
 
 StreamRef stream_ref(StreamCore& c) noexcept { return StreamRef{&c, &kSharedStreamOps}; }
 StreamRef owned_stream_ref(StreamCore& c) noexcept { return StreamRef{&c, &kOwnedStreamOps}; }

@@ -38,11 +38,9 @@ struct StreamOps {
                   std::vector<std::shared_ptr<const void>>& keeps);
   // Must not make a syscall: the pool calls it while holding its arena lock.
   bool (*reached)(const StreamIdentity* stream, std::uint64_t point) noexcept;
-  // May block and may throw (a device fault, which it then counts as reported to the user);
-  // never called under a pool lock. Used where the user should see the fault: sync_on_free.
-  void (*wait_point)(StreamIdentity* stream, std::uint64_t point);
-  // Blocks like wait_point but leaves a device fault for the user's own synchronize to
-  // report; throws only when it cannot wait at all (a lost device).
+  // Blocks until `point` ended, leaving a device fault for the user's own synchronize to
+  // report; throws only when it cannot wait at all (a lost device). Never called under a pool
+  // lock.
   void (*wait_quiet)(StreamIdentity* stream, std::uint64_t point);
   // A reference that keeps the stream alive (may be empty when the caller guarantees that
   // itself): held by the pending-free queues, so a stream may go away right after a free.
@@ -69,7 +67,6 @@ struct StreamRef {
     ops->collect(stream, waits, keeps);
   }
   bool reached(std::uint64_t point) const noexcept { return point == 0 || ops->reached(stream, point); }
-  void wait_point(std::uint64_t point) const { ops->wait_point(stream, point); }
   void wait_quiet(std::uint64_t point) const { ops->wait_quiet(stream, point); }
   std::shared_ptr<const void> retain() const { return ops->retain(stream); }
 };
