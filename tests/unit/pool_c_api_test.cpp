@@ -134,9 +134,9 @@ TEST_F(PoolCApiTest, DestroyedHandlesAreRefused) {
   EXPECT_EQ(hrtRegCacheGetStats(c, &st), hrtErrorInvalidResourceHandle);
 }
 
-// hrtPoolRecordStream, hrtPoolReserve and hrtPoolSetReleaseThreshold, which no test called.
+// hrtPoolRecordStream, hrtPoolReserve and hrtPoolSetRetainBytes, which no test called.
 // (No thread cache, so the freed block is back in its segment, which is then idle.)
-TEST_F(PoolCApiTest, RecordStreamReserveAndReleaseThreshold) {
+TEST_F(PoolCApiTest, RecordStreamReserveAndRetainBytes) {
   hrtPoolProps props{};
   props.disableThreadCache = 1;
   ASSERT_EQ(hrtPoolDestroy(pool), hrtSuccess);
@@ -157,16 +157,16 @@ TEST_F(PoolCApiTest, RecordStreamReserveAndReleaseThreshold) {
   ASSERT_EQ(hrtStreamDestroy(other), hrtSuccess) << "the pool keeps the recorded stream alive";
   ASSERT_EQ(hrtPoolFreeAsync(pool, p, stream), hrtSuccess);
   ASSERT_EQ(hrtPoolSynchronize(pool), hrtSuccess);
-  ASSERT_EQ(hrtPoolSetReleaseThreshold(pool, 0), hrtSuccess);
+  ASSERT_EQ(hrtPoolSetRetainBytes(pool, 0), hrtSuccess);
   ASSERT_EQ(hrtPoolGetStats(pool, &st), hrtSuccess);
-  EXPECT_EQ(st.reservedBytes, 0u) << "a threshold of 0 releases every idle segment";
+  EXPECT_EQ(st.reservedBytes, 0u) << "retaining 0 bytes releases every idle segment";
   EXPECT_EQ(st.segmentsReleased, 1u);
 }
 
-// hrtPoolProps.size: with it set, releaseThreshold 0 returns every idle segment (before, 0
+// hrtPoolProps.size: with it set, retainBytes 0 returns every idle segment (before, 0
 // could only mean "keep all"); a zero-initialised struct keeps the old meaning. Peaks restart
 // from the current values on hrtPoolResetPeakStats.
-TEST_F(PoolCApiTest, PropsSizeMakesAZeroReleaseThresholdMeanReleaseAll) {
+TEST_F(PoolCApiTest, PropsSizeMakesAZeroRetainBytesMeanReleaseAll) {
   for (std::size_t size : {sizeof(hrtPoolProps), std::size_t{0}}) {
     hrtPool_t p = nullptr;
     hrtPoolProps props{};

@@ -325,7 +325,7 @@ TEST_F(PoolCoreTest, FragmentedSmallSegmentsGrowByASmallStep) {
   for (int i = 1; i < 32; i += 2) pool->deallocate(v[i], {});
 }
 
-TEST_F(PoolCoreTest, TrimAndReleaseThresholdReturnIdleSegments) {
+TEST_F(PoolCoreTest, TrimAndRetainBytesReturnIdleSegments) {
   PoolOptions o;
   o.thread_cache_bytes = 0;
   auto pool = make_fake_pool(src, o);
@@ -338,9 +338,9 @@ TEST_F(PoolCoreTest, TrimAndReleaseThresholdReturnIdleSegments) {
   EXPECT_GT(pool->trim(0), 0u);
   EXPECT_LT(pool->stats().reserved_bytes, reserved);
   EXPECT_EQ(src->live_bytes, pool->stats().reserved_bytes);
-  pool->set_release_threshold(0);
+  pool->set_retain_bytes(0);
   for (std::size_t i = 1; i < v.size(); ++i) pool->deallocate(v[i], {});
-  EXPECT_EQ(pool->stats().reserved_bytes, 0u) << "threshold 0 releases each idle segment";
+  EXPECT_EQ(pool->stats().reserved_bytes, 0u) << "retaining 0 bytes releases each idle segment";
   EXPECT_EQ(src->live_bytes, 0u);
   EXPECT_EQ(pool->stats().segments_released, 6u);
 }

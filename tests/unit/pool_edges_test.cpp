@@ -276,11 +276,11 @@ TEST(PoolExitTest, AThreadsLastFreesAfterItsCacheIsGoneAddUp) {
   EXPECT_EQ(st.reserved_bytes, 0u) << "the exited thread's trim() released the segment";
 }
 
-// trim(), stats() and set_release_threshold() race the warm allocate/free paths (and the
+// trim(), stats() and set_retain_bytes() race the warm allocate/free paths (and the
 // pending path on a stream with unfinished work) of several threads. Run under TSan by
 // unit.tsan; on every build it checks that no block is handed out twice (each owner's tag
 // survives until its free) and that the statistics add up once the threads are done.
-TEST(PoolRaceTest, TrimStatsAndThresholdRaceTheWarmPaths) {
+TEST(PoolRaceTest, TrimStatsAndRetainBytesRaceTheWarmPaths) {
   auto c = std::make_shared<SourceCounters>();
   auto pool = make_fake_pool(c, PoolOptions{.min_segment_bytes = 256 << 10});
   constexpr int kWorkers = 3, kSteps = 20000;
@@ -327,7 +327,7 @@ TEST(PoolRaceTest, TrimStatsAndThresholdRaceTheWarmPaths) {
           break;
         }
         case 2:
-          pool->set_release_threshold(rng() % 2 == 0 ? 0 : std::size_t{512} << 10);
+          pool->set_retain_bytes(rng() % 2 == 0 ? 0 : std::size_t{512} << 10);
           break;
         default:
           s.complete_all();

@@ -41,7 +41,7 @@ struct Config {
   const char* name;
   std::size_t thread_cache_bytes;
   std::size_t max_bytes;
-  std::size_t release_threshold;
+  std::size_t retain_bytes;
 };
 
 class Model {
@@ -50,7 +50,7 @@ class Model {
     PoolOptions o;
     o.thread_cache_bytes = cfg.thread_cache_bytes;
     o.max_bytes = cfg.max_bytes;
-    o.release_threshold = cfg.release_threshold;
+    o.retain_bytes = cfg.retain_bytes;
     pool_ = make_fake_pool(src_, o);
     for (int i = 0; i < kStreams; ++i) streams_.push_back(std::make_unique<FakeStream>(100 + i));
   }

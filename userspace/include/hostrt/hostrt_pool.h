@@ -36,14 +36,20 @@ typedef struct hrtPool* hrtPool_t;
  * Pool properties. `size` makes the struct extensible: set it to sizeof(hrtPoolProps) (fields
  * added later go at the end, and a caller built against an older header passes its smaller
  * size, the missing fields taking their defaults). With size 0 (a zero-initialised struct from
- * before the field existed), zero means "the default" for every field, releaseThreshold
- * included (keep everything); with size set, releaseThreshold is taken as is: 0 returns every
+ * before the field existed), zero means "the default" for every field, retainBytes
+ * included (keep everything); with size set, retainBytes is taken as is: 0 returns every
  * idle segment, SIZE_MAX keeps all.
+ *
+ * retainBytes is not CUDA's release threshold (cudaMemPoolAttrReleaseThreshold, default 0,
+ * applied at synchronization points; called releaseThreshold before hostrt 0.2): whenever a
+ * segment becomes idle and the pool reserves more than retainBytes, idle segments go back to
+ * the driver until it reserves no more (or none is idle). Keeping everything is the default
+ * because a pinned segment costs a pin and a map to get back.
  */
 typedef struct hrtPoolProps {
   size_t size;             /* sizeof(hrtPoolProps), or 0 (see above) */
   size_t maxBytes;         /* upper bound on reserved bytes; 0: none */
-  size_t releaseThreshold; /* idle bytes kept when segments go idle (see above) */
+  size_t retainBytes;      /* reserved bytes kept when segments go idle (see below) */
   size_t threadCacheBytes; /* per-thread cache budget; 0: default (1 MiB) */
   int disableThreadCache;  /* nonzero: no per-thread caches */
   int syncOnFree;          /* nonzero: debug mode, frees wait for the device */
@@ -84,7 +90,7 @@ hrtError_t hrtPoolRecordStream(hrtPool_t pool, void* ptr, hrtStream_t stream);
 
 hrtError_t hrtPoolReserve(hrtPool_t pool, size_t largeBytes, size_t smallBytes);
 hrtError_t hrtPoolTrimTo(hrtPool_t pool, size_t keepBytes, size_t* releasedBytes /* may be NULL */);
-hrtError_t hrtPoolSetReleaseThreshold(hrtPool_t pool, size_t bytes);
+hrtError_t hrtPoolSetRetainBytes(hrtPool_t pool, size_t bytes);
 hrtError_t hrtPoolSynchronize(hrtPool_t pool);
 hrtError_t hrtPoolGetStats(hrtPool_t pool, hrtPoolStats* stats);
 /* Restarts the peak statistics from the current values (and the growth policy's high-water

@@ -31,8 +31,8 @@
 //    segments, so small blocks do not fragment the large segments. reserve() segments are
 //    shared by best fit like any other, not dedicated.
 //  - trim(keep_bytes) returns idle segments to the driver while at least keep_bytes stay
-//    reserved; release_threshold does the same automatically whenever a segment becomes
-//    idle and more than the threshold is reserved; reserve() grows the pool up front (do
+//    reserved; retain_bytes does the same automatically whenever a segment becomes
+//    idle and more than retain_bytes is reserved; reserve() grows the pool up front (do
 //    it at start-up, never in the steady-state loop).
 //  - Thread safety: every member function may be called from any thread. Warm allocations
 //    and frees whose stream has no unfinished work are served from a per-thread cache with
@@ -109,8 +109,8 @@ class Pool {
   // Returns idle segments to the driver, keeping at least keep_bytes reserved; flushes the
   // calling thread's cache and asks other threads to flush theirs. Returns bytes released.
   std::size_t trim(std::size_t keep_bytes = 0);
-  void set_release_threshold(std::size_t bytes);
-  std::size_t release_threshold() const noexcept;
+  void set_retain_bytes(std::size_t bytes);
+  std::size_t retain_bytes() const noexcept;
   // Waits for all work pending frees wait for, then makes those blocks reusable.
   void synchronize();
   // Returns the calling thread's cached blocks to the pool.

@@ -14,8 +14,11 @@ namespace hostrt {
 struct PoolOptions {
   // Upper bound on reserved (pinned) bytes.
   std::size_t max_bytes = std::numeric_limits<std::size_t>::max();
-  // Idle reserved memory above this is returned to the driver as segments become idle.
-  std::size_t release_threshold = std::numeric_limits<std::size_t>::max();
+  // Reserved bytes the pool retains: whenever a segment becomes idle and more than this is
+  // reserved, idle segments go back to the driver until no more than this is (or none is
+  // idle). Not CUDA's release threshold, whose default is 0 and which applies at
+  // synchronization points: a pinned segment costs a pin and a map to get back.
+  std::size_t retain_bytes = std::numeric_limits<std::size_t>::max();
   // Per-thread cache budget for blocks of up to 1 MiB; 0 disables the caches. Cached blocks
   // cannot coalesce, so a large budget costs memory (4 MiB reserved 1.195x the peak on the
   // small-block trace of pool_bench, 1 MiB 1.124x, before the fragmentation step) and buys

@@ -158,7 +158,7 @@ void retire(hrtPool* pool) {
   // current pool (hrtMallocAsync).
   if (hostrt::detail::DeviceCore* d = hostrt::detail::Access::device_core(*pool->pool))
     d->forget_mem_pool(pool->pool);
-  pool->pool->set_release_threshold(0);  // idle segments go back at once
+  pool->pool->set_retain_bytes(0);  // idle segments go back at once
   auto& r = retired();
   std::lock_guard lk(r.m);
   r.pools.push_back(std::move(owned));
@@ -170,7 +170,7 @@ void retire(hrtPool* pool) {
 // The device is closed: its default pool refuses allocations from now on. Its handle goes
 // with it when nothing is allocated from it (the device's internals may then go too);
 // otherwise the handle stays valid so that the blocks can still be freed, and the pool
-// returns each segment to the driver as soon as it is idle (release threshold 0).
+// returns each segment to the driver as soon as it is idle (retain_bytes 0).
 void hostrt::detail::capi::device_reset_pools(Device& device) noexcept {
   auto& dp = default_pools();
   std::unique_ptr<hrtPool> owned;
@@ -217,7 +217,7 @@ hrtError_t hrtPoolCreate(hrtPool_t* pool, hrtStream_t stream, const hrtPoolProps
       expect(props->size == 0 || props->size >= kFirstSize, hrtErrorInvalidValue,
              "hrtPoolProps.size " + std::to_string(props->size) + " is neither 0 nor sizeof(hrtPoolProps)");
       if (props->maxBytes != 0) o.max_bytes = props->maxBytes;
-      if (props->size != 0 || props->releaseThreshold != 0) o.release_threshold = props->releaseThreshold;
+      if (props->size != 0 || props->retainBytes != 0) o.retain_bytes = props->retainBytes;
       if (props->threadCacheBytes != 0) o.thread_cache_bytes = props->threadCacheBytes;
       if (props->disableThreadCache != 0) o.thread_cache_bytes = 0;
       o.sync_on_free = props->syncOnFree != 0;
@@ -310,8 +310,8 @@ hrtError_t hrtPoolTrimTo(hrtPool_t pool, size_t keepBytes, size_t* releasedBytes
   });
 }
 
-hrtError_t hrtPoolSetReleaseThreshold(hrtPool_t pool, size_t bytes) {
-  return guarded(__func__, [&] { pool_of(pool).pool->set_release_threshold(bytes); });
+hrtError_t hrtPoolSetRetainBytes(hrtPool_t pool, size_t bytes) {
+  return guarded(__func__, [&] { pool_of(pool).pool->set_retain_bytes(bytes); });
 }
 
 hrtError_t hrtPoolSynchronize(hrtPool_t pool) {

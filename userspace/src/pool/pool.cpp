@@ -245,8 +245,8 @@ void Pool::reserve(std::size_t large_bytes, std::size_t small_bytes) {
   core_->reserve(large_bytes, small_bytes);
 }
 std::size_t Pool::trim(std::size_t keep_bytes) { return core_->trim(keep_bytes); }
-void Pool::set_release_threshold(std::size_t bytes) { core_->set_release_threshold(bytes); }
-std::size_t Pool::release_threshold() const noexcept { return core_->release_threshold(); }
+void Pool::set_retain_bytes(std::size_t bytes) { core_->set_retain_bytes(bytes); }
+std::size_t Pool::retain_bytes() const noexcept { return core_->retain_bytes(); }
 void Pool::synchronize() { core_->synchronize(); }
 void Pool::flush_thread_cache() { core_->flush_thread_cache(); }
 PoolStats Pool::stats() const { return core_->stats(); }

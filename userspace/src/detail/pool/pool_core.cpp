@@ -56,7 +56,7 @@ PoolCore::PoolCore(std::unique_ptr<SegmentSource> source, const PoolOptions& opt
     : id_(g_next_pool_id.fetch_add(1, std::memory_order_relaxed)),
       options_(options),
       source_(std::move(source)),
-      release_threshold_(options.release_threshold),
+      retain_bytes_(options.retain_bytes),
       fork_generation_(fork_generation()),
       arena_(PageMap::process()) {
   if (!source_) throw InvalidArgument(EINVAL, "pool: no segment source");
@@ -136,7 +136,7 @@ void PoolCore::retire(CacheLink& link) noexcept {
     SegmentList doomed;
     std::lock_guard lk(mu_);
     drain_locked(link.cache);
-    release_above_threshold_locked(doomed);
+    release_above_retained_locked(doomed);
   }
   std::lock_guard lk(registry_mu_);
   const ThreadCounters& c = link.cache.counters;
@@ -154,7 +154,7 @@ void PoolCore::flush_thread_cache() {
   SegmentList doomed;
   std::lock_guard lk(mu_);
   drain_locked(tc);
-  release_above_threshold_locked(doomed);
+  release_above_retained_locked(doomed);
 }
 
 void PoolCore::drain_locked(ThreadCache& tc) noexcept {

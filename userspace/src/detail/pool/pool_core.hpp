@@ -65,10 +65,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
 
   void reserve(std::size_t large_bytes, std::size_t small_bytes);
   std::size_t trim(std::size_t keep_bytes);
-  void set_release_threshold(std::size_t bytes);
-  std::size_t release_threshold() const noexcept {
-    return release_threshold_.load(std::memory_order_relaxed);
-  }
+  void set_retain_bytes(std::size_t bytes);
+  std::size_t retain_bytes() const noexcept { return retain_bytes_.load(std::memory_order_relaxed); }
   void synchronize();
   void flush_thread_cache();
   PoolStats stats() const;
@@ -115,7 +113,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void free_locked_path(ThreadCache& tc, Block* b, Commit& commit);
   void collect_waits(Block* b, StreamRef stream) const;  // no pool lock held
   void reclaim_locked(StreamKeeps& released) noexcept;
-  void release_above_threshold_locked(SegmentList& doomed) noexcept;
+  void release_above_retained_locked(SegmentList& doomed) noexcept;
   void drain_locked(ThreadCache& tc) noexcept;
   void sample_peaks_locked() noexcept;
   void grow(std::size_t bytes, SizeClass cls, bool dedicated = false);
@@ -125,7 +123,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   const std::uint64_t id_;
   const PoolOptions options_;
   std::unique_ptr<SegmentSource> source_;
-  std::atomic<std::size_t> release_threshold_;
+  std::atomic<std::size_t> retain_bytes_;
   std::atomic<std::uint64_t> flush_epoch_{0};
   std::atomic<bool> closed_{false};
   std::atomic<bool> owner_destroyed_{false};

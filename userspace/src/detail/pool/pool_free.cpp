@@ -188,7 +188,7 @@ void PoolCore::free_locked_path(ThreadCache& tc, Block* b, Commit& commit) {
   // warm free sees the new epoch) and obeys now, not at an allocation that may never come.
   if (tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed)) drain_locked(tc);
   reclaim_locked(released);
-  release_above_threshold_locked(doomed);
+  release_above_retained_locked(doomed);
   // No peak sampling here: a free lowers what is allocated, and the scan of every thread's
   // counters under the arena lock made each pending free slower the more threads there were.
 }

@@ -30,11 +30,11 @@ void PoolCore::reclaim_locked(StreamKeeps& released) noexcept {
   }
 }
 
-void PoolCore::release_above_threshold_locked(SegmentList& doomed) noexcept {
-  const std::size_t threshold = release_threshold_.load(std::memory_order_relaxed);
-  if (arena_.reserved() <= threshold) return;
+void PoolCore::release_above_retained_locked(SegmentList& doomed) noexcept {
+  const std::size_t retain = retain_bytes_.load(std::memory_order_relaxed);
+  if (arena_.reserved() <= retain) return;
   try {
-    SegmentList idle = arena_.take_idle(threshold);
+    SegmentList idle = arena_.take_idle(retain);
     segments_released_ += idle.size();
     for (auto& s : idle) doomed.push_back(std::move(s));
   } catch (const std::bad_alloc&) {  // nothing was detached; try again at the next free
@@ -101,11 +101,11 @@ std::size_t PoolCore::trim(std::size_t keep_bytes) {
   return released;
 }
 
-void PoolCore::set_release_threshold(std::size_t bytes) {
-  release_threshold_.store(bytes, std::memory_order_relaxed);
+void PoolCore::set_retain_bytes(std::size_t bytes) {
+  retain_bytes_.store(bytes, std::memory_order_relaxed);
   SegmentList doomed;
   std::lock_guard lk(mu_);
-  release_above_threshold_locked(doomed);
+  release_above_retained_locked(doomed);
 }
 
 void PoolCore::synchronize() {
@@ -129,7 +129,7 @@ void PoolCore::synchronize() {
     StreamKeeps released;
     std::lock_guard lk(mu_);
     reclaim_locked(released);
-    release_above_threshold_locked(doomed);
+    release_above_retained_locked(doomed);
     points = pending_.last_points();
   }
 }
