@@ -313,6 +313,31 @@ TEST_P(Conformance, ReadOnlyRegistrationCannotBeADestination) {
   EXPECT_EQ(s.last_submitted(), 0u);
 }
 
+// The backends agree: the driver pins a writable registration for writing, which memory the
+// process may not write refuses (EFAULT); the emulated backend registered it and would have
+// let a D2H write into it.
+TEST_P(Conformance, AWritableRegistrationOfReadOnlyMemoryIsRefused) {
+  PageMem m(3 * 4096);
+  ASSERT_NE(m.p, nullptr);
+  ASSERT_EQ(mprotect(m.p, m.size, PROT_READ), 0);
+  try {
+    PinnedBuffer b = dev().host_register(m.p + 100, 2 * 4096);
+    FAIL() << "a writable registration of read-only memory succeeded";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(e.error_code(), EFAULT) << e.what();
+  }
+  EXPECT_EQ(pointer_attributes(m.p + 100).type, MemoryType::Pageable) << "nothing left registered";
+  PinnedBuffer ro = dev().host_register(m.p + 100, 2 * 4096, kHostRegisterReadOnly);
+  EXPECT_EQ(pointer_attributes(m.p + 100).type, MemoryType::Registered) << "read-only is fine";
+  ro.reset();
+  // Writable memory is registered as before, and its bytes are left as they were.
+  ASSERT_EQ(mprotect(m.p, m.size, PROT_READ | PROT_WRITE), 0);
+  fill(m.p, m.size, 3);
+  std::vector<unsigned char> before(m.p, m.p + m.size);
+  PinnedBuffer rw = dev().host_register(m.p + 100, 2 * 4096);
+  EXPECT_EQ(first_diff(m.p, before.data(), m.size), -1);
+}
+
 TEST_P(Conformance, PageableMemoryIsStagedAndCorrect) {
   Stream s = dev().create_stream();
   std::vector<unsigned char> src = pattern(2000, 4), dst(2000, 0);

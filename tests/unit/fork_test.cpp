@@ -120,6 +120,25 @@ TEST_P(ForkTest, RegisteredRangesAreNotInheritedWhileRegistered) {
   munmap(m, 2 * ps);
 }
 
+// Pinned memory (host_alloc, a pool's segments) is not the child's: the driver maps BOs
+// VM_DONTCOPY, and the emulated backend agrees (before, its BOs were shared with the child,
+// which saw the parent's later writes and could write the parent's pinned memory).
+TEST_P(ForkTest, PinnedMemoryIsNotInheritedByAChild) {
+  PinnedBuffer b = device->host_alloc(4096);
+  auto* bytes = static_cast<volatile unsigned char*>(b.data());
+  bytes[0] = 7;
+  int status = in_child([&] { return bytes[0] == 7 ? 0 : 1; });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)
+      << "host_alloc memory reached the child (status " << status << ")";
+  Pool pool(*device);
+  auto* block = static_cast<volatile unsigned char*>(pool.allocate(256, stream));
+  block[0] = 9;
+  status = in_child([&] { return block[0] == 9 ? 0 : 1; });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)
+      << "a pool block reached the child (status " << status << ")";
+  pool.deallocate(const_cast<unsigned char*>(block), stream);
+}
+
 // A registration of heap memory rarely starts or ends on a page boundary: the bytes that share
 // its first and last page with it (a malloc neighbour) stay the child's to read. Before, the
 // whole pages were MADV_DONTFORK and the child died by SIGSEGV on its own heap.

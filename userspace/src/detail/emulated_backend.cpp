@@ -21,6 +21,12 @@ namespace hostrt::detail {
 
 namespace {
 
+#ifdef MADV_POPULATE_WRITE
+constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kPopulateWrite = 23;  // Linux 5.14; older C libraries lack the name
+#endif
+
 // A range [off, off+size) inside limit, without overflow.
 bool in_range(std::uint64_t off, std::uint64_t size, std::uint64_t limit) noexcept {
   return off <= limit && size <= limit - off;
@@ -142,6 +148,13 @@ BoMapping EmulatedBackend::create_bo(std::size_t bytes) {
   if (p == MAP_FAILED) throw_errno(ENOMEM, "BO_CREATE: mmap of " + std::to_string(bo->size) + " bytes");
   bo->ptr = static_cast<unsigned char*>(p);
   bo->map_len = bo->size;
+  // The driver's BO mappings are VM_DONTCOPY: a fork child does not get the pages (an access
+  // there is a SIGSEGV, not the parent's memory shared behind its back). The same here.
+  if (madvise(p, bo->size, MADV_DONTFORK) != 0) {
+    const int e = errno;
+    munmap(p, bo->size);
+    throw_errno(e == ENOMEM ? ENOMEM : EINVAL, "BO_CREATE: madvise(MADV_DONTFORK)");
+  }
   // Best effort, like the driver, which does not charge BO_CREATE to RLIMIT_MEMLOCK either:
   // an unprivileged host with a small limit still gets working (if swappable) memory.
   (void)mlock(p, bo->size);
@@ -184,6 +197,14 @@ BoMapping EmulatedBackend::register_user(void* ptr, std::size_t bytes, std::uint
     unsigned char v;
     if (mincore(reinterpret_cast<void*>(pg), ps, &v) != 0)
       throw_errno(EFAULT, "BO_USERPTR: range not mapped");
+  }
+  // The driver pins a writable registration for writing (FOLL_WRITE), which fails with
+  // -EFAULT on memory the process may not write; faulting the pages in for writing does the
+  // same here (and breaks copy-on-write sharing first, as the pin does).
+  if (!(uapi_flags & DRM_EDU_ACCEL_BO_USERPTR_READONLY) &&
+      madvise(reinterpret_cast<void*>(first), last - first + ps, kPopulateWrite) != 0) {
+    if (errno == ENOMEM) throw_errno(ENOMEM, "BO_USERPTR: populating the range");
+    throw_errno(EFAULT, "BO_USERPTR: range not writable (register it read-only)");
   }
   auto bo = std::make_shared<Bo>();
   bo->ptr = static_cast<unsigned char*>(ptr);
