@@ -185,6 +185,21 @@ void BM_Pair_jemalloc(benchmark::State& st) {
 }
 #endif
 
+// ---- 1b. what a pointer is, inside a block ------------------------------------------------
+
+// pointer_attributes of the last 64 bytes of a block of st.range(0) bytes: the pool finds the
+// block holding an interior pointer through its start bitmap (a copy naming such a pointer
+// records its use the same way). It used to walk back over every 64-byte slot of the block.
+void BM_Attr_interior(benchmark::State& st) {
+  auto& e = PoolEnv::get();
+  const auto n = static_cast<std::size_t>(st.range(0));
+  void* p = e.pool.allocate(n, e.streams[0]);
+  const void* inside = static_cast<char*>(p) + n - 64;
+  for (auto _ : st) benchmark::DoNotOptimize(hostrt::pointer_attributes(inside));
+  e.pool.deallocate(p, e.streams[0]);
+  e.pool.trim();
+}
+
 // ---- 2. two-thread scaling -----------------------------------------------------------------
 
 // Sixteen live blocks of mixed sizes per iteration, several just above a power of two.
@@ -551,6 +566,7 @@ int main(int argc, char** argv) {
        }) {
     for (auto n : kPairSizes) b->Arg(n);
   }
+  benchmark::RegisterBenchmark("Attr/interior", BM_Attr_interior)->Arg(4096)->Arg(1 << 20)->Arg(64 << 20);
   for (auto* b : {benchmark::RegisterBenchmark("Mix/pool", BM_Mix_pool),
                   benchmark::RegisterBenchmark("Mix/mimalloc", BM_Mix_mimalloc)}) {
     b->Threads(1)->Threads(2)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(false);
@@ -595,6 +611,13 @@ int main(int argc, char** argv) {
   if (count > 0) {
     metric("pool_vs_mimalloc_ratio", worst, "ratio");
     metric("pool_vs_mimalloc_ratio_geomean", std::exp(log_sum / count), "ratio");
+  }
+
+  // 1b. An interior pointer's lookup should not grow with the block.
+  const auto a4k = g_results.find("Attr/interior/4096"), a64m = g_results.find("Attr/interior/67108864");
+  if (a4k != g_results.end() && a64m != g_results.end()) {
+    metric("attr_interior_ns_64MiB", a64m->second.ns_per_iter, "ns");
+    metric("attr_interior_64MiB_vs_4KiB", a64m->second.ns_per_iter / a4k->second.ns_per_iter, "ratio");
   }
 
   // 2. Scaling: best of the repetitions at each thread count (the machine is shared and noisy).

@@ -2,9 +2,13 @@
 // completion happens exactly when the test says.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <iterator>
+#include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -473,6 +477,58 @@ TEST_F(PoolCoreTest, ThePoolsOwnWaitsLeaveDeviceFaultsToTheUser) {
   EXPECT_NO_THROW(pool->synchronize());
   EXPECT_EQ(s1.waits(), 2u);
   EXPECT_THROW(s1.user_wait(s1.submitted()), DeviceFault) << "still there for the user";
+}
+
+// describe() (pointer attributes, and the copies that record a block's use) finds the block
+// holding any byte through the slot table's start bitmap; checked against the blocks' own
+// ranges after random allocations and frees (splits and merges set and clear the bits), in
+// small and large segments, and in a reserve() segment shared by large blocks. Seed printed.
+TEST_F(PoolCoreTest, DescribeFindsTheBlockHoldingAnyByte) {
+  PoolOptions o;
+  o.thread_cache_bytes = 0;  // every free goes back to the arena: merges happen
+  auto pool = make_fake_pool(src, o);
+  pool->reserve(8 << 20, 0);
+  const unsigned seed = 20261207;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  struct Held {
+    std::uintptr_t base;
+    std::size_t size;
+  };
+  std::vector<Held> held, freed;
+  auto check = [&](std::uintptr_t p, bool allocated, std::uintptr_t want) {
+    std::uintptr_t base = 0;
+    std::size_t requested = 0;
+    const bool found = pool->describe(reinterpret_cast<void*>(p), base, requested);
+    ASSERT_EQ(found, allocated) << std::hex << p;
+    if (allocated) {
+      ASSERT_EQ(base, want) << std::hex << p;
+    }
+  };
+  for (int round = 0; round < 400; ++round) {
+    if (held.empty() || rng() % 3 != 0) {
+      const std::size_t sizes[] = {64, 100, 4096, 70000, 1 << 20, (2 << 20) + 64, 3 << 20};
+      const std::size_t n = sizes[rng() % std::size(sizes)] + rng() % 512;
+      held.push_back({reinterpret_cast<std::uintptr_t>(pool->allocate(n, {})), n});
+    } else {
+      const std::size_t i = rng() % held.size();
+      pool->deallocate(reinterpret_cast<void*>(held[i].base), {});
+      freed.push_back(held[i]);
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    for (const Held& h : held) {
+      check(h.base, true, h.base);
+      check(h.base + h.size - 1, true, h.base);
+      check(h.base + rng() % h.size, true, h.base);
+    }
+  }
+  for (const Held& f : freed) {
+    const std::uintptr_t p = f.base + rng() % f.size;
+    const bool reused = std::any_of(held.begin(), held.end(),
+                                    [&](const Held& h) { return p - h.base < (h.size + 63) / 64 * 64; });
+    if (!reused) check(p, false, 0);
+  }
+  for (const Held& h : held) pool->deallocate(reinterpret_cast<void*>(h.base), {});
 }
 
 TEST_F(PoolCoreTest, ThreadCacheIsReturnedWhenTheThreadExits) {

@@ -233,16 +233,13 @@ bool PoolCore::describe(const void* p, std::uintptr_t& base, std::size_t& reques
   const Segment* seg = segment_at(addr);
   if (seg == nullptr || addr - seg->base >= seg->size) return false;
   // Only a block's first slot names it: the nearest named slot at or before p is its block.
-  const SlotTable::View v = seg->slots.view();
-  for (std::size_t i = (addr - seg->base) / kAlignment + 1; i-- > 0;) {
-    const Block* b = SlotTable::load(v, i).block;
-    if (b == nullptr) continue;
-    if (addr - b->addr >= b->size || b->load_state() != BlockState::Allocated) return false;
-    base = b->addr;
-    requested = b->requested;
-    return true;
-  }
-  return false;
+  const std::size_t i = seg->slots.start_at_or_before((addr - seg->base) / kAlignment);
+  if (i == SlotTable::kNone) return false;
+  const Block* b = SlotTable::load(seg->slots.view(), i).block;
+  if (b == nullptr || addr - b->addr >= b->size || b->load_state() != BlockState::Allocated) return false;
+  base = b->addr;
+  requested = b->requested;
+  return true;
 }
 
 }  // namespace hostrt::detail::pool
