@@ -37,6 +37,7 @@
 
 #include "detail/access.hpp"
 #include "detail/pool/segment_source.hpp"
+#include "detail/registry.hpp"
 #include "hostrt/hostrt.h"
 #include "hostrt/hostrt.hpp"
 #include "hostrt/hostrt_pool.h"
@@ -198,6 +199,16 @@ void BM_Attr_interior(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(hostrt::pointer_attributes(inside));
   e.pool.deallocate(p, e.streams[0]);
   e.pool.trim();
+}
+
+// The registry's answer for pinned memory, from 1 and 2 threads: memcpy_async asks it for both
+// ends of every copy. Each thread keeps its last answers (no shared lock on a hit).
+void BM_Lookup_registry(benchmark::State& st) {
+  static hostrt::PinnedBuffer b = PoolEnv::get().device.host_alloc(4096);
+  const char* p = static_cast<const char*>(b.data());
+  std::size_t i = 0;
+  for (auto _ : st) benchmark::DoNotOptimize(hostrt::detail::registry().find(p + (i++ & 4095)));
+  st.SetItemsProcessed(st.iterations());
 }
 
 // ---- 2. two-thread scaling -----------------------------------------------------------------
@@ -566,6 +577,12 @@ int main(int argc, char** argv) {
        }) {
     for (auto n : kPairSizes) b->Arg(n);
   }
+  benchmark::RegisterBenchmark("Lookup/registry", BM_Lookup_registry)
+      ->Threads(1)
+      ->Threads(2)
+      ->UseRealTime()
+      ->Repetitions(3)
+      ->ReportAggregatesOnly(false);
   benchmark::RegisterBenchmark("Attr/interior", BM_Attr_interior)->Arg(4096)->Arg(1 << 20)->Arg(64 << 20);
   for (auto* b : {benchmark::RegisterBenchmark("Mix/pool", BM_Mix_pool),
                   benchmark::RegisterBenchmark("Mix/mimalloc", BM_Mix_mimalloc)}) {
@@ -627,6 +644,11 @@ int main(int argc, char** argv) {
       if (name.rfind(prefix, 0) == 0 && name.ends_with(threads)) best = std::max(best, r.items_per_second);
     return best;
   };
+  const double l1 = best_ips("Lookup/registry/", "threads:1"), l2 = best_ips("Lookup/registry/", "threads:2");
+  if (l1 > 0 && l2 > 0) {
+    metric("registry_lookup_ns", 1e9 / l1, "ns");
+    metric("registry_lookup_2thread_scaling", l2 / l1, "ratio");
+  }
   const double p1 = best_ips("Mix/pool/", "threads:1"), p2 = best_ips("Mix/pool/", "threads:2");
   const double m1 = best_ips("Mix/mimalloc/", "threads:1"), m2 = best_ips("Mix/mimalloc/", "threads:2");
   if (p1 > 0 && m1 > 0 && m2 > 0) {

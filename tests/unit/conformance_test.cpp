@@ -173,6 +173,53 @@ struct PageMem {  // page-aligned pageable memory of its own
   std::size_t size;
 };
 
+// Each thread keeps its last answers of what a pointer is (copies ask for both ends): they
+// must follow every registration and free, in this thread and in others. A cached "pageable"
+// kept past a registration would stage the copy (a silent slowdown); a cached range kept past
+// its free would hand the driver a dead handle.
+TEST_P(Conformance, PointerAnswersFollowRegistrationsAndFreesOfAnyThread) {
+  PageMem m(4 * 4096);
+  ASSERT_NE(m.p, nullptr);
+  unsigned char* p = m.p + 4096;
+  auto in_other_thread = [](const void* q) {
+    MemoryType t = MemoryType::Device;
+    std::thread([&] { t = pointer_attributes(q).type; }).join();
+    return t;
+  };
+  std::atomic<MemoryType> seen{MemoryType::Device};
+  std::atomic<int> step{0}, asked{0};
+  // A thread that asks whenever told to, so its cache holds earlier answers.
+  std::thread asker([&] {
+    for (int i = 1; i <= 4; ++i) {
+      while (step.load() < i) std::this_thread::yield();
+      seen = pointer_attributes(p + 10).type;
+      asked = i;
+    }
+  });
+  auto ask = [&](int i) {
+    step = i;
+    while (asked.load() < i) std::this_thread::yield();
+    return seen.load();
+  };
+  EXPECT_EQ(pointer_attributes(p + 10).type, MemoryType::Pageable);
+  EXPECT_EQ(ask(1), MemoryType::Pageable);
+  {
+    PinnedBuffer r = dev().host_register(p, 4096);
+    EXPECT_EQ(pointer_attributes(p + 10).type, MemoryType::Registered) << "this thread kept 'pageable'";
+    EXPECT_EQ(ask(2), MemoryType::Registered) << "another thread kept 'pageable'";
+    EXPECT_EQ(in_other_thread(p + 10), MemoryType::Registered);
+  }
+  EXPECT_EQ(pointer_attributes(p + 10).type, MemoryType::Pageable) << "this thread kept the freed range";
+  EXPECT_EQ(ask(3), MemoryType::Pageable) << "another thread kept the freed range";
+  PinnedBuffer b = dev().host_alloc(64);
+  EXPECT_EQ(pointer_attributes(b.data()).type, MemoryType::Pinned);
+  const std::uint32_t h = b.handle();
+  EXPECT_EQ(pointer_attributes(b.data()).handle, h);
+  b.reset();
+  EXPECT_EQ(ask(4), MemoryType::Pageable);
+  asker.join();
+}
+
 TEST_P(Conformance, HostRegisterTracksTheRangeAndRefusesOverlaps) {
   PageMem m(4 * 4096);
   ASSERT_NE(m.p, nullptr);

@@ -1,8 +1,15 @@
 // The process-wide pointer registry: which host ranges are pinned (host_alloc) or
 // registered (host_register), on which device and BO. An interval map keyed by start
 // address; ranges never overlap, which is how double registration is refused.
+//
+// find() is on every copy's path (both ends of memcpy_async): each thread keeps its last few
+// answers, the gaps between ranges (pageable memory) included, valid while the registry's
+// generation (bumped by every change) has not moved. A hit is one load of the shared
+// generation and no write to shared memory; only a miss takes the lock. Portable entries
+// are never kept (their views hold other devices' imports).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -42,8 +49,11 @@ class Registry {
   std::optional<RegEntry> find(const void* p) const;
 
  private:
+  std::optional<RegEntry> find_locked(std::uintptr_t a) const;
+
   mutable std::shared_mutex m_;
   std::map<std::uintptr_t, RegEntry> by_begin_;
+  std::atomic<std::uint64_t> generation_{1};  // bumped under m_ by every change
 };
 
 // Lives until exit and beyond static destructors (buffers may be freed from them).
