@@ -76,6 +76,7 @@ struct Mimalloc {
 struct PoolEnv {
   hostrt::Device device = hostrt::Device::open(0, hostrt::Backend::Emulated);
   hostrt::Pool pool{device};
+  hostrt::Pool other{device};  // the second of two pools one thread alternates between
   std::vector<hostrt::Stream> streams;
   PoolEnv() {
     for (int i = 0; i < 32; ++i) streams.push_back(device.create_stream());  // 8 threads x 4
@@ -105,6 +106,25 @@ void BM_Pair_pool(benchmark::State& st) {
     touch(p);
     e.pool.deallocate(p, s);
   }
+}
+
+// One thread alternating between two pools (a user pool and a staging pool, say): a pair
+// from each per iteration. The thread's recent-pool slots keep both warm.
+void BM_Pair_pool_alternating(benchmark::State& st) {
+  auto& e = PoolEnv::get();
+  hostrt::Stream& s = e.streams[0];
+  const auto n = static_cast<std::size_t>(st.range(0));
+  e.pool.deallocate(e.pool.allocate(n, s), s);
+  e.other.deallocate(e.other.allocate(n, s), s);
+  for (auto _ : st) {
+    void* p = e.pool.allocate(n, s);
+    touch(p);
+    e.pool.deallocate(p, s);
+    void* q = e.other.allocate(n, s);
+    touch(q);
+    e.other.deallocate(q, s);
+  }
+  st.SetItemsProcessed(2 * st.iterations());
 }
 
 // The same without a stream: what the stream's completion check costs on the warm path.
@@ -568,6 +588,7 @@ int main(int argc, char** argv) {
   }
   for (auto* b : {
            benchmark::RegisterBenchmark("Pair/pool_nostream", BM_Pair_pool_nostream),
+           benchmark::RegisterBenchmark("Pair/pool_alternating", BM_Pair_pool_alternating),
            benchmark::RegisterBenchmark("Pair/capi_pool", BM_Pair_capi_pool),
            benchmark::RegisterBenchmark("Pair/capi_async", BM_Pair_capi_async),
            benchmark::RegisterBenchmark("Pair/glibc", BM_Pair_glibc),
@@ -623,6 +644,10 @@ int main(int argc, char** argv) {
     if (auto c = g_results.find("Pair/capi_async" + arg); c != g_results.end())
       capi_worst = std::max(capi_worst, c->second.ns_per_iter / pool->second.ns_per_iter);
   }
+  // Two pools in turn on one thread, per pair, against one pool's pair (64 B).
+  if (auto alt = g_results.find("Pair/pool_alternating/64"), one = g_results.find("Pair/pool/64");
+      alt != g_results.end() && one != g_results.end())
+    metric("pool_alternating_vs_single_pair", alt->second.ns_per_iter / 2 / one->second.ns_per_iter, "ratio");
   // What the C API adds to the C++ pair (handle checks, hrtFreeAsync finding the pool).
   if (capi_worst > 0) metric("capi_vs_cpp_pair_ratio", capi_worst, "ratio");
   if (count > 0) {

@@ -531,6 +531,37 @@ TEST_F(PoolCoreTest, DescribeFindsTheBlockHoldingAnyByte) {
   for (const Held& h : held) pool->deallocate(reinterpret_cast<void*>(h.base), {});
 }
 
+// A thread alternating between more pools than its recent-pool slots: every block comes from
+// and goes back to its own pool's cache (a slot swapped with the wrong cache would hand out
+// one pool's memory from another), and each pool's counts add up.
+TEST_F(PoolCoreTest, AThreadAlternatingBetweenPoolsUsesEachPoolsOwnCache) {
+  std::vector<std::shared_ptr<detail::pool::PoolCore>> pools;
+  for (int i = 0; i < 5; ++i) pools.push_back(make_fake_pool(src));
+  const unsigned seed = 7;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::vector<std::pair<std::size_t, void*>> held;
+  for (int i = 0; i < 4000; ++i) {
+    const std::size_t k = rng() % 3 == 0 ? rng() % pools.size() : static_cast<std::size_t>(i) % 2;
+    if (held.size() < 8 || rng() % 2 == 0) {
+      void* p = pools[k]->allocate(64 + 64 * (rng() % 4), {});
+      for (std::size_t j = 0; j < pools.size(); ++j)
+        ASSERT_EQ(pools[j]->owns(p), j == k) << "pool " << k << " handed out memory of pool " << j;
+      held.emplace_back(k, p);
+    } else {
+      const std::size_t at = rng() % held.size();
+      pools[held[at].first]->deallocate(held[at].second, {});
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  }
+  for (auto& [k, p] : held) pools[k]->deallocate(p, {});
+  for (auto& pool : pools) {
+    const PoolStats st = pool->stats();
+    EXPECT_EQ(st.allocated_bytes, 0u);
+    EXPECT_EQ(st.allocations, st.deallocations);
+  }
+}
+
 TEST_F(PoolCoreTest, ThreadCacheIsReturnedWhenTheThreadExits) {
   auto pool = make_fake_pool(src);
   std::thread t([&] {

@@ -40,6 +40,7 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
 }
 
 [[gnu::noinline]] void* PoolCore::allocate_slow(std::size_t bytes, StreamRef home) {
+  if (tl_fast.pool_id != id_ && promote_recent(id_)) return allocate(bytes, home);
   check_process("allocate");
   if (closed()) throw_closed("allocate", owner_destroyed_.load(std::memory_order_relaxed));
   if (bytes > kMaxRequest)

@@ -15,6 +15,7 @@
 namespace hostrt::detail::pool {
 
 [[gnu::tls_model("initial-exec")]] constinit thread_local FastSlot tl_fast{0, nullptr};
+[[gnu::tls_model("initial-exec")]] constinit thread_local FastSlot tl_recent[kRecentPools]{};
 
 namespace {
 
@@ -25,6 +26,13 @@ std::atomic<std::uint64_t> g_next_pool_id{1};
 // each pool through its shared exit cache instead of a cache of its own.
 constinit thread_local bool tl_exited = false;
 
+// At thread exit, and in a child after fork() (the forking thread's warm path must miss, so
+// that the slow path refuses the parent's pool).
+void forget_fast_slots() noexcept {
+  tl_fast = {0, nullptr};
+  for (FastSlot& r : tl_recent) r = {0, nullptr};
+}
+
 // Every pool this thread has used; returns their caches when the thread exits.
 class ThreadLinks {
  public:
@@ -33,17 +41,13 @@ class ThreadLinks {
   ThreadLinks& operator=(const ThreadLinks&) = delete;
   ~ThreadLinks() {
     tl_exited = true;
-    tl_fast = {0, nullptr};
+    forget_fast_slots();
     for (auto& [id, link] : links)
       if (auto core = link->core.lock()) core->retire(*link);
   }
   std::vector<std::pair<std::uint64_t, std::shared_ptr<CacheLink>>> links;
 };
 thread_local ThreadLinks tl_links;
-
-// In a child after fork(): the forking thread's warm path must miss, so that the slow path
-// refuses the parent's pool.
-void forget_fast_slot() { tl_fast = {0, nullptr}; }
 
 }  // namespace
 
@@ -60,7 +64,7 @@ PoolCore::PoolCore(std::unique_ptr<SegmentSource> source, const PoolOptions& opt
       fork_generation_(fork_generation()),
       arena_(PageMap::process()) {
   if (!source_) throw InvalidArgument(EINVAL, "pool: no segment source");
-  on_fork_child(forget_fast_slot);
+  on_fork_child(forget_fast_slots);
 }
 
 void PoolCore::check_process(const char* what) const {
@@ -89,7 +93,7 @@ PoolCore::~PoolCore() {
 // it for as long as the caller uses it: that cache has no capacity (frees go to the arena),
 // and the lock keeps its owner-only counters owned by one thread at a time.
 ThreadCache& PoolCore::cache(std::unique_lock<std::mutex>& exit_lock) {
-  if (tl_fast.pool_id == id_) [[likely]]
+  if (tl_fast.pool_id == id_ || promote_recent(id_)) [[likely]]
     return *tl_fast.cache;
   if (tl_exited) [[unlikely]]
     return exit_cache(exit_lock);
@@ -116,7 +120,7 @@ ThreadCache& PoolCore::bind_thread() {
   const bool warm = !trace::enabled();
   for (auto& [id, link] : links) {
     if (id == id_) {
-      if (warm) tl_fast = {id_, &link->cache};
+      if (warm) set_fast_slot({id_, &link->cache});
       return link->cache;
     }
   }
@@ -127,7 +131,7 @@ ThreadCache& PoolCore::bind_thread() {
     links_.push_back(link);
   }
   links.emplace_back(id_, link);
-  if (warm) tl_fast = {id_, &link->cache};
+  if (warm) set_fast_slot({id_, &link->cache});
   return link->cache;
 }
 

@@ -39,6 +39,37 @@ struct FastSlot {
 // pool_core.cpp; in the executable the linker turns each access into one %fs-relative load.
 [[gnu::tls_model("initial-exec")]] extern constinit thread_local FastSlot tl_fast;
 
+// The pools this thread used before the one in tl_fast, most recent first: a thread that
+// alternates between pools (a user pool and a staging pool) swaps one of them back into
+// tl_fast without the slow path's binding. Entries of destroyed pools are never matched
+// (pool ids are never reused) and so never followed.
+inline constexpr std::size_t kRecentPools = 3;
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local FastSlot tl_recent[kRecentPools];
+
+// tl_fast for pool `id` from tl_recent, if it is there (the previous tl_fast takes its place).
+// Called from the slow paths when tl_fast is another pool's (they then retry the warm path),
+// so the warm paths themselves are unchanged.
+[[gnu::noinline]] inline bool promote_recent(std::uint64_t id) noexcept {
+  for (FastSlot& r : tl_recent) {
+    if (r.pool_id == id) {
+      const FastSlot f = tl_fast;
+      tl_fast = r;
+      r = f;
+      return true;
+    }
+  }
+  return false;
+}
+
+// tl_fast becomes `s`; the pool it held goes to the front of tl_recent.
+inline void set_fast_slot(FastSlot s) noexcept {
+  if (tl_fast.pool_id != 0 && tl_fast.pool_id != s.pool_id) {
+    for (std::size_t i = kRecentPools - 1; i > 0; --i) tl_recent[i] = tl_recent[i - 1];
+    tl_recent[0] = tl_fast;
+  }
+  tl_fast = s;
+}
+
 [[noreturn]] [[gnu::noinline]] inline void throw_closed(const char* what, bool owner_destroyed) {
   if (owner_destroyed)
     throw InvalidArgument(EINVAL, std::string("pool: ") + what +

@@ -106,6 +106,7 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
 }
 
 [[gnu::noinline]] void PoolCore::deallocate_slow(void* p, StreamRef stream) {
+  if (tl_fast.pool_id != id_ && promote_recent(id_)) return deallocate(p, stream);
   check_process("deallocate");
   std::unique_lock<std::mutex> exit_lock;
   ThreadCache& tc = cache(exit_lock);
