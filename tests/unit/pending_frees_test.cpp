@@ -25,7 +25,7 @@ TEST(PendingFrees, AQueueGoesWhenItsLastBlockIsReclaimed) {
     const std::uint64_t point = s.submit();
     auto& b = blocks.emplace_back(std::make_unique<Block>());
     b->size = 64;
-    b->waits.push_back({s.ref(), point});
+    b->side_record().waits.push_back({s.ref(), point});
     pending.add(b.get());
     EXPECT_EQ(pending.queues(), 1u);
     s.complete_all();

@@ -41,6 +41,21 @@ using FreeIndex = std::set<Block*, BlockBySize>;
 // while the neighbour's holder may be moving it between Allocated and Cached without a lock.
 enum class BlockState : std::uint8_t { Free, Allocated, Cached, Pending };
 
+// What only a block with recorded uses or a waiting free needs, apart from Block so that the
+// blocks the warm paths touch stay small (a block's header was 192 bytes with these inside;
+// it is 104 without). Made on first need and kept, with its vectors' capacity, for the
+// block's life, so the pending path allocates nothing in steady state. Guarded as the fields were: uses and
+// use_keeps by the holder and the arena lock (record_stream), waits and keeps by the freeing
+// thread, then the arena lock once Pending.
+struct BlockWaits {
+  std::vector<StreamRef> uses;                         // streams named by record_stream()
+  std::vector<std::shared_ptr<const void>> use_keeps;  // keep those alive until the free
+  std::vector<StreamPoint> waits;  // Pending: points still to be reached, next one at back()
+  // Pending: references keeping every stream in `waits` alive until the block is reusable
+  // (the user may destroy a stream right after the free, or a recorded one before it).
+  std::vector<std::shared_ptr<const void>> keeps;
+};
+
 struct Block {
   std::uintptr_t addr = 0;
   std::size_t size = 0;
@@ -49,21 +64,25 @@ struct Block {
   Block* next = nullptr;
   Block* cache_next = nullptr;  // link in a thread-cache bin
   std::atomic<BlockState> state{BlockState::Free};
+  // side->uses is not empty: the warm free's test, without a load from the side record.
+  bool recorded = false;
   std::size_t requested = 0;  // bytes the current holder asked for
   // The stream given to allocate(), the default for deallocate(): by id, holding no
   // reference (the user may destroy it before the free); found again through home_ops->find.
   std::uint64_t home_id = 0;  // 0: none
   const StreamOps* home_ops = nullptr;
-  std::vector<StreamRef> uses;                         // streams named by record_stream()
-  std::vector<std::shared_ptr<const void>> use_keeps;  // keep those alive until the free
-  std::vector<StreamPoint> waits;  // Pending: points still to be reached, next one at back()
-  // Pending: references keeping every stream in `waits` alive until the block is reusable
-  // (the user may destroy a stream right after the free, or a recorded one before it).
-  std::vector<std::shared_ptr<const void>> keeps;
-  std::uint64_t pending_seq = 0;  // Pending: order of the free, for "oldest pending work"
-  FreeIndex::node_type node;      // while out of the free index (arena lock)
+  std::unique_ptr<BlockWaits> side;  // see BlockWaits; always there while Pending
+  std::uint64_t pending_seq = 0;     // Pending: order of the free, for "oldest pending work"
+  FreeIndex::node_type node;         // while out of the free index (arena lock)
 
   void* ptr() const noexcept { return reinterpret_cast<void*>(addr); }
+  // Throws std::bad_alloc the first time, having changed nothing.
+  BlockWaits& side_record() {
+    if (!side) side = std::make_unique<BlockWaits>();
+    return *side;
+  }
+  // A free of this block has points left to wait for.
+  bool waiting() const noexcept { return side && !side->waits.empty(); }
   BlockState load_state() const noexcept { return state.load(std::memory_order_relaxed); }
   void set_state(BlockState s) noexcept { state.store(s, std::memory_order_relaxed); }
 };

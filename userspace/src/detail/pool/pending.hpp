@@ -20,7 +20,7 @@ namespace hostrt::detail::pool {
 
 class PendingFrees {
  public:
-  // b->waits is non-empty; b becomes Pending. Throws std::bad_alloc (queue growth), and then
+  // b->side->waits is non-empty; b becomes Pending. Throws std::bad_alloc (queue growth), and then
   // nothing changed: b is not queued and its keeps are as they were.
   void add(Block* b);
   // Moves every block whose points have all been reached out of the queues, calling
@@ -43,7 +43,7 @@ class PendingFrees {
   struct Queue {
     StreamRef stream;
     std::shared_ptr<const void> keep;  // the stream's own reference, while blocks wait on it
-    std::deque<Block*> blocks;         // each waits for blocks[i]->waits.back() on this stream
+    std::deque<Block*> blocks;         // each waits for blocks[i]->side->waits.back() on this stream
   };
   void enqueue(Block* b);
 
@@ -61,22 +61,23 @@ std::size_t PendingFrees::reclaim(F&& ready, std::vector<std::shared_ptr<const v
     Queue& q = it->second;
     while (!q.blocks.empty()) {
       Block* b = q.blocks.front();
-      if (!q.stream.reached(b->waits.back().point)) break;
+      if (!q.stream.reached(b->side->waits.back().point)) break;
       q.blocks.pop_front();
-      b->waits.pop_back();
-      while (!b->waits.empty() && b->waits.back().stream.reached(b->waits.back().point)) b->waits.pop_back();
-      if (b->waits.empty()) {
+      b->side->waits.pop_back();
+      while (!b->side->waits.empty() && b->side->waits.back().stream.reached(b->side->waits.back().point))
+        b->side->waits.pop_back();
+      if (b->side->waits.empty()) {
         bytes_ -= b->size;
         --blocks_;
         ++done;
-        for (auto& k : b->keeps) {
+        for (auto& k : b->side->keeps) {
           try {
             released.push_back(std::move(k));
           } catch (const std::bad_alloc&) {
             k.reset();  // out of host memory: dropped here, under the caller's lock
           }
         }
-        b->keeps.clear();
+        b->side->keeps.clear();
         ready(b);
       } else {
         moving.push_back(b);  // not now: enqueue() may rehash the map being iterated

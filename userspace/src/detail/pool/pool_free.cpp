@@ -44,12 +44,15 @@ Block* PoolCore::find_allocated(const void* p) const {
 // duplicates and of the home stream, so only the stream freed on needs skipping.
 // Called without a pool lock (collect may lock the stream).
 void PoolCore::collect_waits(Block* b, StreamRef stream) const {
-  b->waits.clear();
-  b->keeps.clear();
+  if (b->side) {
+    b->side->waits.clear();
+    b->side->keeps.clear();
+  }
 #ifndef HOSTRT_POOL_UNSAFE_REUSE
   auto add = [b](StreamRef s) {
     if (s.unfinished() == 0) return false;
-    s.collect(b->waits, b->keeps);
+    BlockWaits& w = b->side_record();
+    s.collect(w.waits, w.keeps);
     return true;
   };
   const std::uint64_t freed_on = stream ? stream.key() : 0;
@@ -59,10 +62,11 @@ void PoolCore::collect_waits(Block* b, StreamRef stream) const {
     // with its last point still to come (its address may even hold another stream since).
     std::shared_ptr<const void> keep;
     const StreamRef home = b->home_ops->find(b->home_id, keep);
-    if (home && add(home) && keep) b->keeps.push_back(std::move(keep));
+    if (home && add(home) && keep) b->side->keeps.push_back(std::move(keep));
   }
-  for (const StreamRef& u : b->uses)
-    if (u.key() != freed_on) add(u);
+  if (b->recorded)
+    for (const StreamRef& u : b->side->uses)
+      if (u.key() != freed_on) add(u);
 #else
   // Deliberately wrong, to prove the reuse-safety test can fail: ignores the device.
   (void)stream;
@@ -90,7 +94,7 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
       // size is 0 when the slot table cannot hold it (4 MiB and up): never a cached size.
       if (b != nullptr && size - 1 < kSmallLimit && b->addr == addr &&
           b->load_state() == BlockState::Allocated &&
-          (b->home_id == 0 || (stream && b->home_id == stream.key())) && b->uses.empty() &&
+          (b->home_id == 0 || (stream && b->home_id == stream.key())) && !b->recorded &&
           !options_.sync_on_free && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) &&
           tc.push(b, addr, size)) [[likely]] {
         ThreadCounters& c = tc.counters;
@@ -114,12 +118,15 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
   const std::size_t size = b->size;
   collect_waits(b, stream);
   if (trace::enabled()) [[unlikely]] {
-    trace::emit(trace::Kind::PoolFree, b->addr, size, stream ? stream.key() : 0, b->waits.size());
-    for (const StreamPoint& w : b->waits)
+    const std::size_t n = b->side ? b->side->waits.size() : 0;
+    trace::emit(trace::Kind::PoolFree, b->addr, size, stream ? stream.key() : 0, n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const StreamPoint& w = b->side->waits[i];
       trace::emit(trace::Kind::PoolFreeWait, b->addr, w.stream.key(), w.point);
+    }
   }
 
-  if (options_.sync_on_free && !b->waits.empty()) {
+  if (options_.sync_on_free && b->waiting()) {
     // Debug mode: the free returns once the block's work has ended, so a missing
     // record_stream shows as corruption right here. A failed job stays for the stream's own
     // synchronize to report (a free that threw after freeing would invite a retry that frees
@@ -129,14 +136,15 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
       std::lock_guard lk(mu_);
       ++waits_;
     }
-    for (const StreamPoint& w : b->waits) {
+    BlockWaits& bw = *b->side;
+    for (const StreamPoint& w : bw.waits) {
       try {
         w.stream.wait_quiet(w.point);
       } catch (const Error&) {
       }
     }
-    std::erase_if(b->waits, [](const StreamPoint& w) { return w.stream.reached(w.point); });
-    if (b->waits.empty()) b->keeps.clear();
+    std::erase_if(bw.waits, [](const StreamPoint& w) { return w.stream.reached(w.point); });
+    if (bw.waits.empty()) bw.keeps.clear();
   }
 
   // Everything up to here may throw (a foreign pointer, std::bad_alloc in collect_waits) and
@@ -147,17 +155,19 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
   std::vector<std::shared_ptr<const void>> use_keeps;
   const std::int64_t requested = static_cast<std::int64_t>(b->requested);
   auto commit = [&] {  // noexcept: clears the block's uses before another thread can see it
-    b->uses.clear();
-    use_keeps = std::move(b->use_keeps);
-    b->use_keeps.clear();
+    if (b->recorded) {
+      b->side->uses.clear();
+      use_keeps = std::move(b->side->use_keeps);
+      b->side->use_keeps.clear();
+      b->recorded = false;
+    }
     b->home_id = 0;
   };
 
   // Nothing left to wait for, so the block is reusable now: park it in this thread's cache
   // (no lock) if it has room.
   ThreadCounters& c = tc.counters;
-  if (b->waits.empty() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) &&
-      tc.can_push(size)) {
+  if (!b->waiting() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) && tc.can_push(size)) {
     commit();
     const bool parked = tc.push(b, reinterpret_cast<std::uintptr_t>(p), size);
     (void)parked;  // can_push said it fits
@@ -177,7 +187,7 @@ void PoolCore::free_locked_path(ThreadCache& tc, Block* b, Commit& commit) {
   SegmentList doomed;
   StreamKeeps released;
   std::lock_guard lk(mu_);
-  if (b->waits.empty()) {
+  if (!b->waiting()) {
     commit();
     arena_.free(b);
   } else {
@@ -203,15 +213,17 @@ void PoolCore::record_stream(void* p, StreamRef stream) {
   // tensor): the arena lock orders them. A free racing a record is the caller's to order.
   std::lock_guard lk(mu_);
   if (b->home_id == stream.key()) return;
-  for (const StreamRef& u : b->uses)
+  BlockWaits& w = b->side_record();
+  for (const StreamRef& u : w.uses)
     if (u.key() == stream.key()) return;
-  b->uses.push_back(stream);
+  w.uses.push_back(stream);
   try {
-    if (keep) b->use_keeps.push_back(std::move(keep));
+    if (keep) w.use_keeps.push_back(std::move(keep));
   } catch (...) {
-    b->uses.pop_back();
+    w.uses.pop_back();
     throw;
   }
+  b->recorded = true;
 }
 
 bool PoolCore::record_use(const void* p, StreamRef stream) {
