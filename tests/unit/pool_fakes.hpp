@@ -30,6 +30,10 @@ namespace hostrt::test {
 class FakeStream : public detail::pool::StreamIdentity {
  public:
   explicit FakeStream(std::uint64_t id) : StreamIdentity(id) {
+    // Published as a runtime stream's are, so the pool's warm free sees the fakes the same way.
+    StreamIdentity::state = &state_;
+    StreamIdentity::completed = &completed_;
+    page_generation = detail::current_fork_generation();
     std::lock_guard lk(directory_mu());
     directory()[id] = this;
   }
@@ -50,22 +54,26 @@ class FakeStream : public detail::pool::StreamIdentity {
     std::lock_guard lk(m_);
     queued_.clear();
     has_queued_.store(false, std::memory_order_release);
-    return submitted_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    const std::uint64_t p = submitted_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    state_.store(p, std::memory_order_release);
+    return p;
   }
   // Stream::wait(event recorded at `point` on `other`): the next job waits for it.
   void wait_for(FakeStream& other, std::uint64_t point) {
     std::lock_guard lk(m_);
     queued_.push_back({&other, point});
     has_queued_.store(true, std::memory_order_release);
+    state_.fetch_or(kWaitsQueued, std::memory_order_release);
   }
   void complete_to(std::uint64_t p) {
-    std::uint64_t cur = completed_.load(std::memory_order_acquire);
-    while (cur < p && !completed_.compare_exchange_weak(cur, p, std::memory_order_acq_rel)) {
+    std::atomic_ref<unsigned long long> done(completed_);
+    unsigned long long cur = done.load(std::memory_order_acquire);
+    while (cur < p && !done.compare_exchange_weak(cur, p, std::memory_order_acq_rel)) {
     }
   }
   void complete_all() { complete_to(submitted()); }
   std::uint64_t submitted() const { return submitted_.load(std::memory_order_acquire); }
-  std::uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
+  std::uint64_t completed() const { return __atomic_load_n(&completed_, __ATOMIC_ACQUIRE); }
   std::uint64_t waits() const { return waits_.load(); }
   // The job waited for next has failed: the pool's waits leave it, and user_wait reports it.
   void fail_next_wait() { fail_next_ = true; }
@@ -91,7 +99,8 @@ class FakeStream : public detail::pool::StreamIdentity {
   }
 
   std::atomic<std::uint64_t> submitted_{0};
-  std::atomic<std::uint64_t> completed_{0};
+  alignas(8) unsigned long long completed_ = 0;  // published (StreamIdentity::completed)
+  std::atomic<std::uint64_t> state_{0};          // published: submitted_ | kWaitsQueued
   std::atomic<std::uint64_t> waits_{0};
   std::atomic<bool> fail_next_{false};
   std::atomic<bool> lose_next_{false};

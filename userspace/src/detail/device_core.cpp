@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "detail/access.hpp"
@@ -363,6 +364,13 @@ StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev, StreamPriority priority)
     throw;
   }
   slot_ = queue_.slot;
+  // For the pool's warm free (pool::StreamIdentity::idle_published).
+  static_assert(kWaitsQueued == pool::StreamIdentity::kWaitsQueued);
+  static_assert(std::is_same_v<decltype(slot_->completed), __u64> &&
+                std::is_same_v<__u64, unsigned long long>);
+  state = &last_;
+  completed = &slot_->completed;
+  page_generation = fork_generation_;
   trace::emit(trace::Kind::StreamCreate, stream_id, dev_->index(), queue_.id, dev_->traced_client());
 }
 

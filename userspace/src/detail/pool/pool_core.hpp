@@ -108,6 +108,11 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void* allocate_slow(std::size_t bytes, StreamRef home);
   void* allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home);
   void deallocate_slow(void* p, StreamRef stream);
+  // The warm free of a block above ThreadCache::kDirectLimit: its push is not inlined, so it is
+  // tail-called, and the warm free itself makes no call.
+  // Six register arguments at most, for the tail call: the cache is tl_fast's.
+  void deallocate_hashed(Block* b, void* p, std::size_t size, StreamRef stream);
+  static void park(ThreadCache& tc, Block* b) noexcept;
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
   template <typename Commit>
   void free_locked_path(ThreadCache& tc, Block* b, Commit& commit);

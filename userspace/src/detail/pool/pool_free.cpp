@@ -80,7 +80,10 @@ void PoolCore::collect_waits(Block* b, StreamRef stream) const {
 // deallocate_slow, which decides from scratch.
 void PoolCore::deallocate(void* p, StreamRef stream) {
 #ifndef HOSTRT_POOL_UNSAFE_REUSE
-  if (stream && stream.unfinished() != 0) return deallocate_slow(p, stream);
+  // Loads only, no call (a call made this function save and restore six registers): a stream
+  // that does not publish its state, or may have work left, takes the slow path, which
+  // decides from scratch.
+  if (stream && !stream.stream->idle_published()) return deallocate_slow(p, stream);
 #endif
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   if (tl_fast.pool_id == id_) [[likely]] {
@@ -95,16 +98,32 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
       if (b != nullptr && size - 1 < kSmallLimit && b->addr == addr &&
           b->load_state() == BlockState::Allocated &&
           (b->home_id == 0 || (stream && b->home_id == stream.key())) && !b->recorded &&
-          !options_.sync_on_free && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed) &&
-          tc.push(b, addr, size)) [[likely]] {
-        ThreadCounters& c = tc.counters;
-        ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
-        ThreadCounters::bump(c.deallocations, 1);
-        b->home_id = 0;
-        b->set_state(BlockState::Cached);
-        return;
+          !options_.sync_on_free && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed))
+          [[likely]] {
+        if (size > ThreadCache::kDirectLimit) return deallocate_hashed(b, p, size, stream);
+        if (tc.push_direct(b, addr, size)) [[likely]] {
+          park(tc, b);
+          return;
+        }
       }
     }
+  }
+  deallocate_slow(p, stream);
+}
+
+[[gnu::always_inline]] inline void PoolCore::park(ThreadCache& tc, Block* b) noexcept {
+  ThreadCounters& c = tc.counters;
+  ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
+  ThreadCounters::bump(c.deallocations, 1);
+  b->home_id = 0;
+  b->set_state(BlockState::Cached);
+}
+
+[[gnu::noinline]] void PoolCore::deallocate_hashed(Block* b, void* p, std::size_t size, StreamRef stream) {
+  ThreadCache& tc = *tl_fast.cache;
+  if (tc.push_hashed(b, reinterpret_cast<std::uintptr_t>(p), size)) {
+    park(tc, b);
+    return;
   }
   deallocate_slow(p, stream);
 }

@@ -5,9 +5,6 @@
 
 namespace hostrt::detail::pool {
 
-extern const StreamOps kSharedStreamOps;
-extern const StreamOps kOwnedStreamOps;
-
 namespace {
 
 std::uint64_t unfinished(const StreamIdentity* s) noexcept {
@@ -67,8 +64,5 @@ constinit const StreamOps kSharedStreamOps = {
     unfinished, collect<&kSharedStreamOps>, reached, wait_quiet, retain, find};
 constinit const StreamOps kOwnedStreamOps = {
     unfinished, collect<&kOwnedStreamOps>, reached, wait_quiet, retain_nothing, find_owned};
-
-StreamRef stream_ref(StreamCore& c) noexcept { return StreamRef{&c, &kSharedStreamOps}; }
-StreamRef owned_stream_ref(StreamCore& c) noexcept { return StreamRef{&c, &kOwnedStreamOps}; }
 
 }  // namespace hostrt::detail::pool
