@@ -217,6 +217,11 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
     if (HostFuncs* h = host_funcs_.load(std::memory_order_acquire); h != nullptr && h->needs_drain())
       h->drain();
   }
+  // Whether drain_host_funcs() has anything to do (one load when no function was launched).
+  bool host_funcs_need_drain() const noexcept {
+    const HostFuncs* h = host_funcs_.load(std::memory_order_acquire);
+    return h != nullptr && h->needs_drain();
+  }
   // Host functions queued or running.
   bool host_funcs_queued() const noexcept {
     const HostFuncs* h = host_funcs_.load(std::memory_order_acquire);

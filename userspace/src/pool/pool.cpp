@@ -195,10 +195,21 @@ void* Pool::allocate(std::size_t bytes, Stream& stream) {
   return core_->allocate(bytes, ref(stream, *this, "allocate"));
 }
 void* Pool::allocate(std::size_t bytes) { return core_->allocate(bytes, {}); }
+namespace {
+// Out of line, so that Pool::deallocate itself makes no call (it tail-calls one of the two).
+[[gnu::noinline]] void deallocate_after_host_funcs(detail::pool::PoolCore& core, void* p,
+                                                   detail::StreamCore& c, StreamRef s) {
+  c.drain_host_funcs();
+  core.deallocate(p, s);
+}
+}  // namespace
+
 // A stream-ordered free or use follows the stream's host functions: they may use the block.
 void Pool::deallocate(void* p, Stream& stream) {
   const StreamRef s = ref(stream, *this, "deallocate");
-  hostrt::detail::Access::core(stream)->drain_host_funcs();
+  detail::StreamCore& c = *hostrt::detail::Access::core(stream);
+  if (c.host_funcs_need_drain()) [[unlikely]]
+    return deallocate_after_host_funcs(*core_, p, c, s);
   core_->deallocate(p, s);
 }
 void Pool::deallocate(void* p) { core_->deallocate(p, {}); }
