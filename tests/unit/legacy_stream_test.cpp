@@ -10,8 +10,10 @@
 // bytes.
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -222,6 +224,34 @@ TEST_P(LegacyStream, NonBlockingStreamsTakeNoPart) {
   EXPECT_EQ(hrtStreamCreateWithFlags(&bad, 2), hrtErrorInvalidValue);
   EXPECT_EQ(bad, nullptr);
   EXPECT_EQ(hrtStreamGetFlags(s1_, nullptr), hrtErrorInvalidValue);
+}
+
+// Synchronizing a blocking stream waits for its own work (which already follows the NULL
+// stream's earlier work), not for NULL-stream work queued after it. The gate opens when the
+// call returns, or after 10 s to end a wait that should not be.
+TEST_P(LegacyStream, ABlockingStreamsSynchronizeDoesNotWaitForLaterNullStreamWork) {
+  if (!emu()) GTEST_SKIP() << "needs a held queue";
+  ASSERT_EQ(hrtMemcpyAsync(mid_, src_, kBytes, hrtMemcpyHostToHost, s1_), hrtSuccess);
+  close_gate(nullptr);
+  ASSERT_EQ(hrtMemcpyAsync(out_, mid_, kBytes, hrtMemcpyHostToHost, nullptr), hrtSuccess);
+  std::mutex m;
+  std::condition_variable cv;
+  bool returned = false, timed_out = false;
+  std::thread opener([&] {
+    std::unique_lock lk(m);
+    timed_out = !cv.wait_for(lk, std::chrono::seconds(10), [&] { return returned; });
+    open_gate();
+  });
+  EXPECT_EQ(hrtStreamSynchronize(s1_), hrtSuccess) << hrtGetLastErrorMessage();
+  {
+    std::lock_guard lk(m);
+    returned = true;
+  }
+  cv.notify_one();
+  opener.join();
+  EXPECT_FALSE(timed_out) << "s1's synchronize waited for NULL-stream work queued after its own";
+  ASSERT_EQ(hrtStreamSynchronize(nullptr), hrtSuccess);
+  EXPECT_EQ(first_not(out_, 0x11), -1);
 }
 
 // What a stream waits for is part of it (CUDA enqueues the wait): its synchronize waits for

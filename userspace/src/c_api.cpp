@@ -199,11 +199,22 @@ hrtError_t create_stream(hrtStream_t* stream, unsigned flags, hostrt::StreamPrio
   return hrtSuccess;
 }
 
-// The stream of a call that orders work on it, with the legacy default stream's implicit
-// order queued first (StreamCore::order_implicitly).
+// The stream of a call that queues work on it (a copy, an event record, a host function), with
+// the legacy default stream's implicit order queued first (StreamCore::order_implicitly).
 hostrt::Stream& ordered_stream(hrtStream_t s) {
   hostrt::Stream& stream = stream_of(s);
   if (const auto& core = hostrt::detail::Access::core(stream)) core->order_implicitly();
+  return stream;
+}
+
+// The stream of a synchronize or query: the NULL stream covers the blocking streams' work
+// queued so far; a blocking stream's own work already carries what it follows (waiting for
+// the NULL stream's later work as well would only make it wait longer).
+hostrt::Stream& observed_stream(hrtStream_t s) {
+  hostrt::Stream& stream = stream_of(s);
+  if (const auto& core = hostrt::detail::Access::core(stream);
+      core && core->ordering() == hostrt::detail::StreamCore::Ordering::Legacy)
+    core->order_implicitly();
   return stream;
 }
 
@@ -452,13 +463,13 @@ hrtError_t hrtStreamDestroy(hrtStream_t stream) {
 
 hrtError_t hrtStreamSynchronize(hrtStream_t stream) {
   return guarded(__func__, [&] {
-    ordered_stream(stream).synchronize();
+    observed_stream(stream).synchronize();
     return hrtSuccess;
   });
 }
 
 hrtError_t hrtStreamQuery(hrtStream_t stream) {
-  return guarded(__func__, [&] { return ordered_stream(stream).query() ? hrtSuccess : hrtErrorNotReady; });
+  return guarded(__func__, [&] { return observed_stream(stream).query() ? hrtSuccess : hrtErrorNotReady; });
 }
 
 hrtError_t hrtStreamWaitEvent(hrtStream_t stream, hrtEvent_t event, unsigned int flags) {
