@@ -187,6 +187,41 @@ TEST_P(LegacyStream, EventsAndHostFunctionsOnTheNullStreamFollowBlockingStreams)
   EXPECT_EQ(hrtEventDestroy(e), hrtSuccess);
 }
 
+// Host functions are work of their stream: the NULL stream's copy follows a blocking stream's
+// function (which writes what it copies), and a blocking stream's copy follows the NULL
+// stream's. The device cannot wait for a function, so the caller waits on the host.
+TEST_P(LegacyStream, TheImplicitOrderIncludesHostFunctions) {
+  struct Writer {
+    void* p = nullptr;
+    unsigned char v = 0;
+  };
+  auto write_late = [](void* a) {
+    auto* w = static_cast<Writer*>(a);
+    std::this_thread::sleep_for(milliseconds(50));
+    std::memset(w->p, w->v, kBytes);
+  };
+  Writer w1{mid_, 0x11};
+  ASSERT_EQ(hrtLaunchHostFunc(s1_, write_late, &w1), hrtSuccess);
+  ASSERT_EQ(hrtMemcpyAsync(out_, mid_, kBytes, hrtMemcpyHostToHost, nullptr), hrtSuccess);
+  ASSERT_EQ(hrtStreamSynchronize(nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  EXPECT_EQ(first_not(out_, 0x11), -1) << "the NULL stream's copy ran before s1's host function";
+
+  Writer w2{mid_, 0x22};
+  ASSERT_EQ(hrtLaunchHostFunc(nullptr, write_late, &w2), hrtSuccess);
+  ASSERT_EQ(hrtMemcpyAsync(out_, mid_, kBytes, hrtMemcpyHostToHost, s1_), hrtSuccess);
+  ASSERT_EQ(hrtStreamSynchronize(s1_), hrtSuccess) << hrtGetLastErrorMessage();
+  EXPECT_EQ(first_not(out_, 0x22), -1) << "s1's copy ran before the NULL stream's host function";
+
+  // A function of s1 that orders work on the NULL stream would wait for itself: an error.
+  std::atomic<int> status{-1};
+  ASSERT_EQ(
+      hrtLaunchHostFunc(
+          s1_, [](void* a) { static_cast<std::atomic<int>*>(a)->store(hrtStreamQuery(nullptr)); }, &status),
+      hrtSuccess);
+  ASSERT_EQ(hrtStreamSynchronize(s1_), hrtSuccess);
+  EXPECT_EQ(status.load(), static_cast<int>(hrtErrorInvalidValue)) << "a deadlock, or no error";
+}
+
 // Non-blocking streams neither wait for the NULL stream nor are waited for by it.
 TEST_P(LegacyStream, NonBlockingStreamsTakeNoPart) {
   if (!emu()) GTEST_SKIP() << "needs a held queue: on Drm the one engine's order hides the difference";

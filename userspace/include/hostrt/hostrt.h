@@ -79,8 +79,9 @@ typedef struct hrtPointerAttributes {
  * stream: work queued on it (a copy, an event record, a host function, hrtMemcpy) runs after
  * all work queued earlier on the device's blocking streams, and work queued on a blocking
  * stream runs after all work queued earlier on it; hrtStreamSynchronize(NULL) and
- * hrtStreamQuery(NULL) cover the blocking streams' earlier work too. Streams made with
- * hrtStreamNonBlocking take no part. As CUDA's, the order is between streams of one device;
+ * hrtStreamQuery(NULL) cover the blocking streams' earlier work too. Host functions are work
+ * of their stream (waited for on the host: the device cannot wait for them). Streams made
+ * with hrtStreamNonBlocking take no part. As CUDA's, the order is between streams of one device;
  * stream-ordered frees (hrtFreeAsync) are not ordered by it (a copy records its use of a
  * pool block, so a block is never reused early either way).
  */

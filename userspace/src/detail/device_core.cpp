@@ -412,6 +412,7 @@ void StreamCore::order_implicitly() {
   const Ordering mine = ordering();
   if (mine == Ordering::NonBlocking || forked()) return;
   auto after = [this](const std::shared_ptr<StreamCore>& other) {
+    other->wait_host_funcs_idle();
     const std::uint64_t p = other->last_submitted();
     if (!other->reached(p)) add_wait(other, p);
   };

@@ -184,8 +184,10 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   void set_ordering(Ordering o) noexcept { ordering_.store(o, std::memory_order_relaxed); }
   // Queues (add_wait) the implicit order's waits for the next work on this stream: for the
   // Legacy stream, every Blocking stream's last point not reached yet; for a Blocking one,
-  // the Legacy stream's. Nothing for NonBlocking, or in a fork child (the call after it
-  // reports UsedAfterFork). One load when the device has no Legacy stream.
+  // the Legacy stream's. Their host functions are waited for on the host first (the device
+  // cannot wait for them; see HostFuncs), their errors left to them. Nothing for NonBlocking,
+  // or in a fork child (the call after it reports UsedAfterFork). One load when the device
+  // has no Legacy stream.
   void order_implicitly();
   // Queues one job with the dependencies added by add_wait; returns its seqno.
   std::uint64_t submit(std::span<const CopyOp> ops);
@@ -221,6 +223,12 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   bool host_funcs_need_drain() const noexcept {
     const HostFuncs* h = host_funcs_.load(std::memory_order_acquire);
     return h != nullptr && h->needs_drain();
+  }
+  // Blocks until the host functions launched so far on this stream have returned, leaving
+  // their errors to this stream (HostFuncs::wait_idle). One load when there are none.
+  void wait_host_funcs_idle() {
+    if (HostFuncs* h = host_funcs_.load(std::memory_order_acquire); h != nullptr && h->queued())
+      h->wait_idle();
   }
   // Host functions queued or running.
   bool host_funcs_queued() const noexcept {

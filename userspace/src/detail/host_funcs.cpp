@@ -91,6 +91,18 @@ void HostFuncs::drain() {
   }
 }
 
+void HostFuncs::wait_idle() {
+  if (st_->stream != nullptr && st_->stream->forked())
+    throw_used_after_fork("host functions of stream " + std::to_string(st_->stream->id()));
+  std::unique_lock lk(st_->m);
+  if (t_running != nullptr && t_running == st_->stream)
+    throw InvalidArgument(EDEADLK,
+                          "a host function queued work that must follow its own stream's host functions "
+                          "(the NULL stream's implicit order): it would wait for itself" +
+                              where(__FILE__, __LINE__));
+  st_->done.wait(lk, [&] { return st_->queue.empty(); });
+}
+
 bool HostFuncs::queued() const noexcept { return st_->queued.load(std::memory_order_acquire); }
 
 const StreamCore* HostFuncs::running() noexcept { return t_running; }

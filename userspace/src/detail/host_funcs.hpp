@@ -38,6 +38,11 @@ class HostFuncs {
   // one of them threw since the last drain. InvalidArgument on the stream's own function
   // thread (it would wait for itself).
   void drain();
+  // Blocks until every function launched so far has returned, as drain() does, but leaves
+  // what one of them threw for the stream's own next call (another stream is ordering its
+  // work after them: the NULL stream's implicit order). InvalidArgument (EDEADLK) on this
+  // stream's function thread.
+  void wait_idle();
   // The stream whose host function runs on the calling thread, or nullptr.
   static const StreamCore* running() noexcept;
 
