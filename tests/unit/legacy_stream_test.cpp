@@ -187,6 +187,30 @@ TEST_P(LegacyStream, EventsAndHostFunctionsOnTheNullStreamFollowBlockingStreams)
   EXPECT_EQ(hrtEventDestroy(e), hrtSuccess);
 }
 
+// A blocking stream destroyed with its work still queued: the NULL stream's work still follows
+// that work (the host waits for it, as it cannot name the destroyed stream's queue).
+TEST_P(LegacyStream, NullStreamWorkFollowsADestroyedBlockingStreamsWork) {
+  if (!emu()) GTEST_SKIP() << "needs a held queue";
+  hrtStream_t s2 = nullptr;
+  ASSERT_EQ(hrtStreamCreate(&s2), hrtSuccess);
+  const std::uint32_t q2 = queue_of(s2);
+  emu()->hold_queue(q2, true);
+  ASSERT_EQ(hrtMemcpyAsync(mid_, src_, kBytes, hrtMemcpyHostToHost, s2), hrtSuccess);
+  ASSERT_EQ(hrtStreamDestroy(s2), hrtSuccess);  // its copy is still held
+  std::atomic<bool> released{false};
+  std::thread releaser([&] {
+    emu()->wait_until_stalled();
+    std::this_thread::sleep_for(milliseconds(50));
+    released = true;
+    emu()->hold_queue(q2, false);
+  });
+  ASSERT_EQ(hrtMemcpyAsync(out_, mid_, kBytes, hrtMemcpyHostToHost, nullptr), hrtSuccess);
+  ASSERT_EQ(hrtStreamSynchronize(nullptr), hrtSuccess) << hrtGetLastErrorMessage();
+  releaser.join();
+  EXPECT_TRUE(released.load());
+  EXPECT_EQ(first_not(out_, 0x11), -1) << "the NULL stream's copy ran before the destroyed stream's";
+}
+
 // Host functions are work of their stream: the NULL stream's copy follows a blocking stream's
 // function (which writes what it copies), and a blocking stream's copy follows the NULL
 // stream's. The device cannot wait for a function, so the caller waits on the host.

@@ -390,7 +390,8 @@ StreamCore::~StreamCore() {
   if (be != nullptr && !reached(last)) {
     // CUDA lets the work of a destroyed stream run on: it stays watchable under our id.
     try {
-      auto r = std::make_shared<RetiredStream>(dev_, stream_id, queue_, timeline_, last, reported_failed_);
+      auto r = std::make_shared<RetiredStream>(dev_, stream_id, queue_, timeline_, last, reported_failed_,
+                                               ordering() == Ordering::Blocking);
       dev_->retire(r);  // from here on r owns the queue and the timeline
       pool::stream_directory().replace(r->ref(), r);
       return;
@@ -422,6 +423,15 @@ void StreamCore::order_implicitly() {
   }
   for (const auto& s : dev_->streams())
     if (s.get() != this && s->ordering() == Ordering::Blocking) after(s);
+  // Blocking streams destroyed with work queued: their queues are no StreamCore to name as an
+  // in-fence, so the host waits (rare: only until that work ends).
+  for (const auto& r : dev_->retired()) {
+    if (!r->blocking()) continue;
+    try {
+      r->wait_quiet();
+    } catch (const Error&) {  // a lost device: its work runs no more
+    }
+  }
 }
 
 void StreamCore::add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point) {

@@ -41,15 +41,16 @@ constinit const pool::StreamOps kRetiredOps = {
 }  // namespace
 
 RetiredStream::RetiredStream(const std::shared_ptr<DeviceCore>& dev, std::uint64_t id, QueueInfo queue,
-                             std::uint32_t timeline, std::uint64_t last,
-                             std::uint64_t reported_failed) noexcept
+                             std::uint32_t timeline, std::uint64_t last, std::uint64_t reported_failed,
+                             bool blocking) noexcept
     : StreamIdentity(id),
       dev_(dev),
       device_index_(dev->index()),
       queue_(queue),
       timeline_(timeline),
       last_(last),
-      reported_failed_(reported_failed) {}
+      reported_failed_(reported_failed),
+      blocking_(blocking) {}
 
 RetiredStream::~RetiredStream() {
   pool::stream_directory().withdraw(stream_id, this);

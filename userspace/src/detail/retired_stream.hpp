@@ -20,12 +20,15 @@ class DeviceCore;
 class RetiredStream : public pool::StreamIdentity, public std::enable_shared_from_this<RetiredStream> {
  public:
   RetiredStream(const std::shared_ptr<DeviceCore>& dev, std::uint64_t id, QueueInfo queue,
-                std::uint32_t timeline, std::uint64_t last, std::uint64_t reported_failed) noexcept;
+                std::uint32_t timeline, std::uint64_t last, std::uint64_t reported_failed,
+                bool blocking) noexcept;
   RetiredStream(const RetiredStream&) = delete;
   RetiredStream& operator=(const RetiredStream&) = delete;
   ~RetiredStream();  // destroys the queue and the timeline, and leaves the directory
 
   std::uint64_t last() const noexcept { return last_; }
+  // The stream was a blocking one: the NULL stream's implicit order still covers its work.
+  bool blocking() const noexcept { return blocking_; }
   bool done() const noexcept { return reached(last_); }
   bool reached(std::uint64_t point) const noexcept {
     return point == 0 || load_completed(queue_.slot) >= point;
@@ -47,6 +50,7 @@ class RetiredStream : public pool::StreamIdentity, public std::enable_shared_fro
   std::uint64_t last_;
   std::atomic<std::uint64_t> reported_failed_;
   bool owns_ = false;  // the last failed job someone was told of
+  bool blocking_;
 };
 
 }  // namespace hostrt::detail
