@@ -6,7 +6,6 @@
 // another thread releases it, once the caller is blocked) or ends late (Drm: a 4096-byte
 // staged copy, two edu transfers).
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -22,8 +21,6 @@
 
 namespace hostrt::test {
 namespace {
-
-using std::chrono::milliseconds;
 
 class CudaFrees : public CApiBackendTest {
  protected:
@@ -49,8 +46,7 @@ class CudaFrees : public CApiBackendTest {
     CApiBackendTest::TearDown();
   }
 
-  static detail::EmulatedBackend* emu() { return detail::emulated_backend(*detail::capi::current_device()); }
-  std::uint32_t queue() const { return detail::Access::core(detail::capi::stream_of(s_))->queue_id(); }
+  std::uint32_t queue() const { return queue_of(s_); }
   // Queues on s_ a copy of `from` into dst_ that cannot end yet (Emulated) or ends late (Drm).
   void slow_copy(const void* from, std::size_t n = kBytes) {
     if (detail::EmulatedBackend* e = emu()) e->hold_queue(queue(), true);
@@ -59,17 +55,9 @@ class CudaFrees : public CApiBackendTest {
   void release() {
     if (detail::EmulatedBackend* e = emu(); e && s_) e->hold_queue(queue(), false);
   }
-  // Releases the held queue from another thread once the caller is blocked (Emulated), so a
-  // call that must wait for the copy returns only after `released` is set.
+  // Releases the held queue once the caller is blocked (CApiBackendTest::release_later).
   std::thread release_later(std::atomic<bool>& released) {
-    return std::thread([this, &released] {
-      if (detail::EmulatedBackend* e = emu()) {
-        e->wait_until_stalled();
-        std::this_thread::sleep_for(milliseconds(50));
-      }
-      released = true;
-      release();
-    });
+    return CApiBackendTest::release_later(released, [this] { release(); });
   }
 
   void *src_ = nullptr, *dst_ = nullptr;

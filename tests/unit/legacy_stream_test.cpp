@@ -59,10 +59,6 @@ class LegacyStream : public CApiBackendTest {
     CApiBackendTest::TearDown();
   }
 
-  static detail::EmulatedBackend* emu() { return detail::emulated_backend(*detail::capi::current_device()); }
-  static std::uint32_t queue_of(hrtStream_t s) {
-    return detail::Access::core(detail::capi::stream_of(s))->queue_id();
-  }
   // Queues the gate's copy (gate_done_ after it) and `s` waiting for it.
   void close_gate(hrtStream_t s) {
     if (detail::EmulatedBackend* e = emu()) e->hold_queue(queue_of(gate_), true);
@@ -73,17 +69,9 @@ class LegacyStream : public CApiBackendTest {
   void open_gate() {
     if (detail::EmulatedBackend* e = emu()) e->hold_queue(queue_of(gate_), false);
   }
-  // Opens the gate from another thread once the caller is blocked (Emulated), so that a call
-  // that must wait for the gate returns only after `opened` is set.
+  // Opens the gate once the caller is blocked (CApiBackendTest::release_later).
   std::thread open_gate_later(std::atomic<bool>& opened) {
-    return std::thread([this, &opened] {
-      if (detail::EmulatedBackend* e = emu()) {
-        e->wait_until_stalled();
-        std::this_thread::sleep_for(milliseconds(50));
-      }
-      opened = true;
-      open_gate();
-    });
+    return release_later(opened, [this] { open_gate(); });
   }
   static long first_not(const void* p, unsigned char v) {
     const std::vector<unsigned char> want(kBytes, v);
@@ -198,12 +186,7 @@ TEST_P(LegacyStream, NullStreamWorkFollowsADestroyedBlockingStreamsWork) {
   ASSERT_EQ(hrtMemcpyAsync(mid_, src_, kBytes, hrtMemcpyHostToHost, s2), hrtSuccess);
   ASSERT_EQ(hrtStreamDestroy(s2), hrtSuccess);  // its copy is still held
   std::atomic<bool> released{false};
-  std::thread releaser([&] {
-    emu()->wait_until_stalled();
-    std::this_thread::sleep_for(milliseconds(50));
-    released = true;
-    emu()->hold_queue(q2, false);
-  });
+  std::thread releaser = release_later(released, [q2] { emu()->hold_queue(q2, false); });
   ASSERT_EQ(hrtMemcpyAsync(out_, mid_, kBytes, hrtMemcpyHostToHost, nullptr), hrtSuccess);
   ASSERT_EQ(hrtStreamSynchronize(nullptr), hrtSuccess) << hrtGetLastErrorMessage();
   releaser.join();

@@ -74,17 +74,23 @@ void HostFuncs::launch(std::uint64_t point, std::function<void()> fn) {
   st_->work.notify_one();
 }
 
-void HostFuncs::drain() {
+// What drain() and wait_idle() share: refuse where waiting cannot end, then wait until every
+// function launched so far has returned. Returns holding the lock.
+std::unique_lock<std::mutex> HostFuncs::wait_empty(const char* deadlock) {
   // In a fork child the thread that would empty the queue does not exist.
   if (st_->stream != nullptr && st_->stream->forked())
     throw_used_after_fork("host functions of stream " + std::to_string(st_->stream->id()));
   std::unique_lock lk(st_->m);
   if (t_running != nullptr && t_running == st_->stream)
-    throw InvalidArgument(EDEADLK,
-                          "a host function used its own stream: it would wait for itself (as in CUDA, host "
-                          "functions must not call the runtime on their stream)" +
-                              where(__FILE__, __LINE__));
+    throw InvalidArgument(EDEADLK, std::string(deadlock) + where(__FILE__, __LINE__));
   st_->done.wait(lk, [&] { return st_->queue.empty(); });
+  return lk;
+}
+
+void HostFuncs::drain() {
+  std::unique_lock lk = wait_empty(
+      "a host function used its own stream: it would wait for itself (as in CUDA, host functions must not "
+      "call the runtime on their stream)");
   if (std::exception_ptr e = std::exchange(st_->error, nullptr)) {
     st_->update_attention();
     std::rethrow_exception(e);
@@ -92,15 +98,9 @@ void HostFuncs::drain() {
 }
 
 void HostFuncs::wait_idle() {
-  if (st_->stream != nullptr && st_->stream->forked())
-    throw_used_after_fork("host functions of stream " + std::to_string(st_->stream->id()));
-  std::unique_lock lk(st_->m);
-  if (t_running != nullptr && t_running == st_->stream)
-    throw InvalidArgument(EDEADLK,
-                          "a host function queued work that must follow its own stream's host functions "
-                          "(the NULL stream's implicit order): it would wait for itself" +
-                              where(__FILE__, __LINE__));
-  st_->done.wait(lk, [&] { return st_->queue.empty(); });
+  (void)wait_empty(
+      "a host function queued work that must follow its own stream's host functions (the NULL stream's "
+      "implicit order): it would wait for itself");
 }
 
 bool HostFuncs::queued() const noexcept { return st_->queued.load(std::memory_order_acquire); }

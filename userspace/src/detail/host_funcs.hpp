@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 namespace hostrt::detail {
@@ -49,6 +50,7 @@ class HostFuncs {
  private:
   struct State;
   static void run(const std::shared_ptr<State>& st);
+  std::unique_lock<std::mutex> wait_empty(const char* deadlock);
 
   std::shared_ptr<State> st_;
   std::atomic<bool>& attention_;
