@@ -42,6 +42,7 @@
 #include "hostrt/hostrt.hpp"
 #include "hostrt/hostrt_pool.h"
 #include "hostrt/pool.hpp"
+#include "pool_fakes.hpp"
 
 #ifndef HOSTRT_BENCH_NO_JEMALLOC
 extern "C" void* hostrt_bench_je_malloc(std::size_t);
@@ -300,6 +301,44 @@ void BM_Pending_pool(benchmark::State& st) { pending_loop<2>(st); }
 // The shape: 8 threads of 4 streams each against 1 thread of 4 (the machine has two
 // cores and the emulated engine is a thread too, so the ideal is about 2, not 8).
 void BM_Pending4_pool(benchmark::State& st) { pending_loop<4>(st); }
+
+// The same pending path with the device's part taken out: each thread's two streams are
+// fakes whose "device" ends a job when the thread says so (every 16 rounds, where the loop
+// above synchronizes), over a pool of plain memory. What remains is the pool's own pending
+// path (the free's wait collection and queueing, the allocation's reclaim, the arena), so its
+// 1 -> 2 thread scaling is the pool's, not that of the one emulated engine thread, which on a
+// 2-core machine is a third runnable thread (and, with a real device, one DMA engine).
+struct HostPendingEnv {
+  std::shared_ptr<hostrt::test::SourceCounters> counters = std::make_shared<hostrt::test::SourceCounters>();
+  std::shared_ptr<hostrt::detail::pool::PoolCore> pool = hostrt::test::make_fake_pool(counters);
+  std::vector<std::unique_ptr<hostrt::test::FakeStream>> streams;
+  HostPendingEnv() {
+    for (std::uint64_t i = 0; i < 16; ++i) streams.push_back(std::make_unique<hostrt::test::FakeStream>(1000 + i));
+  }
+  static HostPendingEnv& get() {
+    static HostPendingEnv e;
+    return e;
+  }
+};
+
+void BM_PendingHost_pool(benchmark::State& st) {
+  auto& e = HostPendingEnv::get();
+  const auto t = static_cast<std::size_t>(st.thread_index());
+  hostrt::test::FakeStream* s[2] = {e.streams[2 * t].get(), e.streams[2 * t + 1].get()};
+  std::uint64_t round = 0;
+  for (auto _ : st) {
+    for (auto* x : s) {
+      void* p = e.pool->allocate(1024, x->ref());
+      touch(p);
+      x->submit();  // the copy that reads the block
+      e.pool->deallocate(p, x->ref());
+    }
+    if (++round % 16 == 0)
+      for (auto* x : s) x->complete_all();
+  }
+  for (auto* x : s) x->complete_all();
+  st.SetItemsProcessed(st.iterations() * 2);
+}
 
 // A warm thread beside a thread on the pending path, against the same warm thread beside
 // another warm thread: what the pending path's locks cost threads that never take them
@@ -610,6 +649,12 @@ int main(int argc, char** argv) {
     b->Threads(1)->Threads(2)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(false);
   }
   benchmark::RegisterBenchmark("Pending/pool", BM_Pending_pool)
+      ->Threads(1)
+      ->Threads(2)
+      ->UseRealTime()
+      ->Repetitions(3)
+      ->ReportAggregatesOnly(false);
+  benchmark::RegisterBenchmark("PendingHost/pool", BM_PendingHost_pool)
       ->Threads(1)
       ->Threads(2)
       ->UseRealTime()

@@ -36,7 +36,8 @@ using FreeIndex = std::set<Block*, BlockBySize>;
 //  Free      in the arena's free index (arena lock);
 //  Allocated held by the user (the user's own synchronization: only the holder frees it);
 //  Cached    parked, reusable, in one thread's cache (that thread only);
-//  Pending   freed, waiting for device points (arena lock).
+//  Pending   freed, waiting for device points (arena lock; in a thread's DeferredFrees, that
+//            list's lock).
 // The state itself is atomic because the arena reads a neighbour's state while coalescing,
 // while the neighbour's holder may be moving it between Allocated and Cached without a lock.
 enum class BlockState : std::uint8_t { Free, Allocated, Cached, Pending };
@@ -55,6 +56,13 @@ struct BlockWaits {
   // (the user may destroy a stream right after the free, or a recorded one before it).
   std::vector<std::shared_ptr<const void>> keeps;
 };
+
+// Adds to w.keeps a reference to each stream in w.waits (the user may destroy a stream right
+// after the free). Throws std::bad_alloc, possibly having added some.
+inline void retain_waits(BlockWaits& w) {
+  for (const StreamPoint& p : w.waits)
+    if (auto k = p.stream.retain()) w.keeps.push_back(std::move(k));
+}
 
 struct Block {
   std::uintptr_t addr = 0;

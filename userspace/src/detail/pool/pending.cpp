@@ -4,12 +4,11 @@
 
 namespace hostrt::detail::pool {
 
-void PendingFrees::add(Block* b) {
+void PendingFrees::add(Block* b, bool retained) {
   // b->side->keeps may already hold the references collect() took for points on other streams.
   const std::size_t kept = b->side->keeps.size();
   try {
-    for (const StreamPoint& w : b->side->waits)
-      if (auto k = w.stream.retain()) b->side->keeps.push_back(std::move(k));
+    if (!retained) retain_waits(*b->side);
     b->pending_seq = seq_ + 1;
     // Strong: a new (empty) queue may stay behind, which is harmless; the block is queued or
     // not (std::deque's insert has no effect when it throws for a nothrow-copyable element).

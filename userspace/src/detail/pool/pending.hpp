@@ -21,8 +21,9 @@ namespace hostrt::detail::pool {
 class PendingFrees {
  public:
   // b->side->waits is non-empty; b becomes Pending. Throws std::bad_alloc (queue growth), and then
-  // nothing changed: b is not queued and its keeps are as they were.
-  void add(Block* b);
+  // nothing changed: b is not queued and its keeps are as they were. `retained`: b->side->keeps
+  // already holds a reference for each of its waits (a thread's deferred free).
+  void add(Block* b, bool retained = false);
   // Moves every block whose points have all been reached out of the queues, calling
   // ready(block) for each. Returns how many became ready. The references of streams nothing
   // waits on any more go to `released`, for the caller to drop after its lock: dropping the

@@ -56,6 +56,14 @@ void* PoolCore::allocate(std::size_t bytes, StreamRef home) {
                   static_cast<std::uint64_t>(trace::Source::ThreadCache));
       return reinterpret_cast<void*>(t.addr);
     }
+    // One of this thread's own stream-ordered frees whose work has ended.
+    if (Block* b = take_deferred(tc, rounded)) {
+      hand_out(tc, b, bytes, home);
+      ThreadCounters::bump(tc.counters.held, b->size);
+      trace::emit(trace::Kind::PoolAlloc, b->addr, b->size, b->home_id,
+                  static_cast<std::uint64_t>(trace::Source::ThreadCache));
+      return b->ptr();
+    }
   }
   return allocate_from_arena(tc, bytes, rounded, home);
 }
@@ -78,11 +86,13 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
   const SizeClass cls = size_class_of(rounded);
   bool source_refused = false;
   bool grew = false;
+  bool adopted = false;  // once per call: other threads may keep deferring new frees
   for (;;) {
     SegmentList doomed;  // destroyed after the lock is released (declared before it)
     StreamKeeps released;
     std::unique_lock lk(mu_);
     if (tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed)) drain_locked(tc);
+    settle_deferred_locked(tc, true, released);  // ended ones may coalesce into what is needed
     reclaim_locked(released);
     Block* b = arena_.fit(rounded);
     if (b == nullptr && tc.bytes() > 0) {
@@ -145,6 +155,14 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
       segments_released_ += doomed.size();
       source_refused = false;
       continue;
+    }
+    // Every thread's deferred frees become the shared queues' (some may have ended already).
+    if (!adopted) {
+      adopted = true;
+      if (adopt_deferred_locked() > 0) {
+        reclaim_locked(released);
+        continue;
+      }
     }
     if (auto oldest = pending_.oldest()) {
       ++waits_;

@@ -148,6 +148,8 @@ void PoolCore::retire(CacheLink& link) noexcept {
   retired_.requested += c.requested.load(std::memory_order_relaxed);
   retired_.allocations += c.allocations.load(std::memory_order_relaxed);
   retired_.deallocations += c.deallocations.load(std::memory_order_relaxed);
+  retired_.frees_deferred += c.frees_deferred.load(std::memory_order_relaxed);
+  retired_.deferred += c.deferred.load(std::memory_order_relaxed);  // 0 unless out of memory
   std::erase_if(links_, [&](const auto& l) { return l.get() == &link; });
 }
 
@@ -164,6 +166,8 @@ void PoolCore::flush_thread_cache() {
 void PoolCore::drain_locked(ThreadCache& tc) noexcept {
   ThreadCounters::bump(tc.counters.held, -static_cast<std::int64_t>(tc.bytes()));
   tc.drain([this](Block* b) { arena_.free(b); });
+  StreamKeeps none;  // moving into the shared queues lets go of no stream
+  settle_deferred_locked(tc, false, none);
   tc.epoch_seen = epoch_for_caches();
 }
 

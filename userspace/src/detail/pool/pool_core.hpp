@@ -116,6 +116,16 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
   template <typename Commit>
   void free_locked_path(ThreadCache& tc, Block* b, Commit& commit);
+  // A thread's deferred frees (DeferredFrees): keep a waiting free with the thread (false:
+  // nothing changed, take the shared path); take back one of `rounded` bytes whose work has
+  // ended; under the arena lock, move the ended ones into the arena (`ended_only`) or all of
+  // them into the shared queues; and the latter for every thread. The movers return how many
+  // blocks moved.
+  template <typename Commit>
+  bool defer_free(ThreadCache& tc, Block* b, Commit& commit);
+  Block* take_deferred(ThreadCache& tc, std::size_t rounded) noexcept;
+  std::size_t settle_deferred_locked(ThreadCache& tc, bool ended_only, StreamKeeps& released) noexcept;
+  std::size_t adopt_deferred_locked() noexcept;
   void collect_waits(Block* b, StreamRef stream) const;  // no pool lock held
   void reclaim_locked(StreamKeeps& released) noexcept;
   void release_above_retained_locked(SegmentList& doomed) noexcept;
@@ -170,6 +180,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   struct Retired {
     std::int64_t allocated = 0, requested = 0;
     std::uint64_t allocations = 0, deallocations = 0;
+    std::uint64_t frees_deferred = 0;
+    std::int64_t deferred = 0;
   } retired_;
 };
 

@@ -195,10 +195,52 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
     ThreadCounters::bump(c.deallocations, 1);
     return;
   }
-  free_locked_path(tc, b, commit);  // throws std::bad_alloc with the block still allocated
+  // Work still uses it: the thread keeps the free (no lock shared with other threads) when
+  // its list has room; the pool's shared queues take it otherwise.
+  if (!b->waiting() || tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed) ||
+      !defer_free(tc, b, commit))
+    free_locked_path(tc, b, commit);  // throws std::bad_alloc with the block still allocated
   ThreadCounters::bump(c.requested, -requested);
   ThreadCounters::bump(c.deallocations, 1);
   ThreadCounters::bump(c.held, -static_cast<std::int64_t>(size));
+}
+
+template <typename Commit>
+bool PoolCore::defer_free(ThreadCache& tc, Block* b, Commit& commit) {
+  const std::size_t size = b->size;
+  if (size > kSmallLimit || size > tc.capacity()) return false;  // a cache of no capacity too
+  BlockWaits& w = *b->side;
+  const std::size_t kept = w.keeps.size();
+  try {
+    retain_waits(w);
+  } catch (const std::bad_alloc&) {
+    w.keeps.resize(kept);
+    return false;
+  }
+  DeferredFrees& d = tc.deferred;
+  std::unique_lock lk(d.m);
+  if (d.full() || d.bytes() + size > tc.capacity()) {
+    // Full: everything listed goes to the shared queues in one arena lock (lock order: the
+    // arena lock before the list's), and this free starts the list again.
+    lk.unlock();
+    {
+      StreamKeeps released;  // dropped after the lock
+      std::lock_guard arena(mu_);
+      settle_deferred_locked(tc, false, released);
+      reclaim_locked(released);
+    }
+    lk.lock();
+    if (d.full() || d.bytes() + size > tc.capacity()) {  // the shared queues could not take them
+      w.keeps.resize(kept);
+      return false;
+    }
+  }
+  commit();
+  b->set_state(BlockState::Pending);
+  d.push(b);
+  ThreadCounters::bump(tc.counters.deferred, size);
+  ThreadCounters::bump(tc.counters.frees_deferred, 1);
+  return true;
 }
 
 template <typename Commit>

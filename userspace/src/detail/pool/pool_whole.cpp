@@ -92,6 +92,7 @@ std::size_t PoolCore::trim(std::size_t keep_bytes) {
     std::lock_guard lk(mu_);
     flush_epoch_.fetch_add(1, std::memory_order_relaxed);
     drain_locked(tc);
+    adopt_deferred_locked();
     reclaim_locked(streams);
     doomed = arena_.take_idle(keep_bytes);
     segments_released_ += doomed.size();
@@ -114,6 +115,7 @@ void PoolCore::synchronize() {
   std::vector<HeldPoint> points;
   {
     std::lock_guard lk(mu_);
+    adopt_deferred_locked();
     points = pending_.last_points();
     if (!points.empty()) ++waits_;
   }
@@ -148,13 +150,15 @@ PoolStats PoolCore::stats() const {
 
 PoolStats PoolCore::stats_locked() const {
   PoolStats s;
-  std::int64_t allocated = 0, requested = 0, cached = 0;
+  std::int64_t allocated = 0, requested = 0, cached = 0, deferred = 0;
   {
     std::lock_guard lk(registry_mu_);
     allocated = retired_.allocated;
     requested = retired_.requested;
+    deferred = retired_.deferred;
     s.allocations = retired_.allocations;
     s.deallocations = retired_.deallocations;
+    s.frees_waited = retired_.frees_deferred;
     for (const auto& l : links_) {
       const ThreadCounters& c = l->cache.counters;
       allocated += c.held.load(std::memory_order_relaxed) - c.cached.load(std::memory_order_relaxed);
@@ -162,6 +166,8 @@ PoolStats PoolCore::stats_locked() const {
       cached += c.cached.load(std::memory_order_relaxed);
       s.allocations += c.allocations.load(std::memory_order_relaxed);
       s.deallocations += c.deallocations.load(std::memory_order_relaxed);
+      deferred += c.deferred.load(std::memory_order_relaxed);
+      s.frees_waited += c.frees_deferred.load(std::memory_order_relaxed);
     }
   }
   s.allocated_bytes = static_cast<std::size_t>(std::max<std::int64_t>(allocated, 0));
@@ -173,7 +179,7 @@ PoolStats PoolCore::stats_locked() const {
   s.peak_reserved_bytes = peak_reserved_;
   s.peak_allocated_bytes = peak_allocated_;
   s.peak_requested_bytes = peak_requested_;
-  s.pending_free_bytes = pending_.bytes();
+  s.pending_free_bytes = pending_.bytes() + static_cast<std::size_t>(std::max<std::int64_t>(deferred, 0));
   s.free_bytes = arena_.free_bytes();
   s.small_segments = arena_.segments(SizeClass::Small);
   s.large_segments = arena_.segments(SizeClass::Large);
@@ -181,7 +187,7 @@ PoolStats PoolCore::stats_locked() const {
   s.misses = misses_;
   // Counted as the complement so that the warm path need not count hits.
   s.hits = s.allocations >= grown_allocations_ ? s.allocations - grown_allocations_ : 0;
-  s.frees_waited = frees_waited_;
+  s.frees_waited += frees_waited_;
   s.waits = waits_;
   s.segments_released = segments_released_;
   return s;

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "detail/pool/block.hpp"
+#include "detail/pool/deferred_frees.hpp"
 
 namespace hostrt::detail::pool {
 
@@ -29,6 +30,9 @@ struct ThreadCounters {
   std::atomic<std::int64_t> requested{0};
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
+  // Written under the deferred list's lock (by the owner or an adopting thread), read by stats().
+  std::atomic<std::int64_t> deferred{0};            // bytes in the thread's DeferredFrees
+  std::atomic<std::uint64_t> frees_deferred{0};     // frees that waited there (frees_waited)
 
   // Always inlined: on the warm paths an outlined bump (GCC's choice once the slow paths
   // grew) keeps more registers live across the call and cost ~0.5 ns per pair.
@@ -119,6 +123,8 @@ class ThreadCache {
     return static_cast<std::size_t>(counters.cached.load(std::memory_order_relaxed));
   }
 
+  std::size_t capacity() const noexcept { return capacity_; }
+
   ThreadCounters counters;
   std::uint64_t epoch_seen = 0;  // the pool's flush epoch this cache last obeyed
 
@@ -175,6 +181,10 @@ class ThreadCache {
   std::array<Bin, kDirectLimit / kAlignment> direct_{};
   std::array<Bin, kHashedBins> hashed_{};
   std::size_t capacity_;
+
+ public:
+  // Last: the slow paths' alone, away from what the warm paths read.
+  DeferredFrees deferred;
 };
 
 }  // namespace hostrt::detail::pool
