@@ -5,8 +5,10 @@
 //     unfinished work, so blocks are reusable at once) vs mimalloc, glibc and jemalloc.
 //  2. Two-thread scaling (2-thread / 1-thread throughput on a batch of mixed sizes), for the
 //     pool and for mimalloc in the same run.
-//  2b. The pending path (allocate -> copy -> free on the stream, 2 streams per thread, device
-//      in the loop), 1 -> 2 threads: pool_pending_path_scaling.
+//  2b. The pending path (allocate -> job -> free on the stream while the job runs, 2 streams
+//      per thread), 1 -> 2 threads: with streams whose work the threads end themselves, the
+//      pool's own scaling (pool_pending_path_scaling); with copies to the emulated device,
+//      whose one engine thread serves every stream (pool_pending_device_scaling).
 //  3. Replayed allocation traces: the pool's peak reserved bytes over the trace's peak
 //     requested bytes, and what a power-of-two caching allocator would have reserved.
 //
@@ -313,7 +315,8 @@ struct HostPendingEnv {
   std::shared_ptr<hostrt::detail::pool::PoolCore> pool = hostrt::test::make_fake_pool(counters);
   std::vector<std::unique_ptr<hostrt::test::FakeStream>> streams;
   HostPendingEnv() {
-    for (std::uint64_t i = 0; i < 16; ++i) streams.push_back(std::make_unique<hostrt::test::FakeStream>(1000 + i));
+    for (std::uint64_t i = 0; i < 16; ++i)
+      streams.push_back(std::make_unique<hostrt::test::FakeStream>(1000 + i));
   }
   static HostPendingEnv& get() {
     static HostPendingEnv e;
@@ -727,9 +730,15 @@ int main(int argc, char** argv) {
     metric("pool_2thread_scaling_vs_mimalloc", (p2 / p1) / (m2 / m1), "ratio");
   }
 
-  // 2b. The pending path with the device in the loop, 1 -> 2 threads.
+  // 2b. The pending path, 1 -> 2 threads: the pool's alone, and with the device in the loop.
+  const double h1 = best_ips("PendingHost/pool/", "threads:1"),
+               h2 = best_ips("PendingHost/pool/", "threads:2");
+  if (h1 > 0 && h2 > 0) {
+    metric("pool_pending_path_scaling", h2 / h1, "ratio");
+    metric("pool_pending_path_ns", 1e9 / h1, "ns");
+  }
   const double q1 = best_ips("Pending/pool/", "threads:1"), q2 = best_ips("Pending/pool/", "threads:2");
-  if (q1 > 0 && q2 > 0) metric("pool_pending_path_scaling", q2 / q1, "ratio");
+  if (q1 > 0 && q2 > 0) metric("pool_pending_device_scaling", q2 / q1, "ratio");
   // The same at 8 threads x 4 streams against 1 x 4.
   const double r1 = best_ips("Pending4/pool/", "threads:1"), r8 = best_ips("Pending4/pool/", "threads:8");
   if (r1 > 0 && r8 > 0) metric("pool_pending_8x4_scaling", r8 / r1, "ratio");

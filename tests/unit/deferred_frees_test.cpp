@@ -122,9 +122,7 @@ TEST_F(DeferredFreesTest, AnAllocationOutOfMemoryTakesOtherThreadsEndedFrees) {
 
 TEST_F(DeferredFreesTest, AThreadsExitHandsThemToThePool) {
   auto pool = make_fake_pool(src);
-  {
-    Freer freer(*pool, s1, 4096, /*exit_at_once=*/true);
-  }
+  { Freer freer(*pool, s1, 4096, /*exit_at_once=*/true); }
   PoolStats st = pool->stats();
   EXPECT_EQ(st.pending_free_bytes, 4096u);
   EXPECT_EQ(st.frees_waited, 1u) << "an exited thread's counts stay";

@@ -23,7 +23,7 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # The pool's model test is single-threaded (ASan covers it) and takes 45 s per configuration
 # under TSan. RuntimeTrace's traced children start the emulated engine's threads after a fork
 # of the (multi-threaded) test process, which TSan refuses to follow. TSan runs everything else.
-[ "$kind" = tsan ] && export GTEST_FILTER='-*PoolModelTest*:*RuntimeTrace*'
+[ "$kind" = tsan ] && export GTEST_FILTER='-*PoolModelTest*:*RuntimeTrace*:*PoolForkExitTest*'
 # Counts of an earlier run (or of a since-rebuilt object) must not add to this one's.
 [ "$kind" = coverage ] && find "$build" -name '*.gcda' -delete
 for t in "$@"; do

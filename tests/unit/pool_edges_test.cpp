@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -646,6 +648,66 @@ TEST_F(PoolDeviceEdgeTest, DefaultPoolBlocksOnTheNullStreamSurviveAReset) {
   EXPECT_EQ(st.allocated_bytes, 0u);
   EXPECT_EQ(st.pending_free_bytes, 0u);
   EXPECT_EQ(st.allocations, st.deallocations);
+}
+
+// A stream whose completion check blocks until opened: the pool calls it holding its arena
+// lock, so a thread in it holds that lock for as long as the test wants.
+class GateStream : public detail::pool::StreamIdentity {
+ public:
+  GateStream() : StreamIdentity(777) {}
+  detail::pool::StreamRef ref() { return {this, &kOps}; }
+  std::atomic<bool> inside{false}, open{false};
+
+ private:
+  static const detail::pool::StreamOps kOps;
+};
+const detail::pool::StreamOps GateStream::kOps = {
+    [](const detail::pool::StreamIdentity*) noexcept { return std::uint64_t{1}; },
+    [](detail::pool::StreamIdentity* s, std::vector<detail::pool::StreamPoint>& waits,
+       std::vector<std::shared_ptr<const void>>&) {
+      waits.push_back({static_cast<GateStream*>(s)->ref(), 1});
+    },
+    [](const detail::pool::StreamIdentity* s, std::uint64_t) noexcept {
+      auto* g = const_cast<GateStream*>(static_cast<const GateStream*>(s));
+      g->inside = true;
+      while (!g->open.load()) std::this_thread::yield();
+      return true;
+    },
+    [](detail::pool::StreamIdentity*, std::uint64_t) {},
+    [](const detail::pool::StreamIdentity*) { return std::shared_ptr<const void>(); },
+    [](std::uint64_t, std::shared_ptr<const void>&) { return detail::pool::StreamRef{}; },
+};
+
+// fork() while another thread holds the pool's arena lock, then a child that leaves with
+// exit(): its thread-exit code must release nothing of the parent's pools (the lock is held
+// by a thread the child does not have). Before, the child hung at exit in retire(). Not run
+// under TSan (a multi-threaded fork's child there runs the sanitizer's own exit work).
+TEST(PoolForkExitTest, AChildThatCallsExitTakesNoLockOfTheParentsPools) {
+  auto src = std::make_shared<SourceCounters>();
+  auto pool = make_fake_pool(src, PoolOptions{.thread_cache_bytes = 0});
+  pool->deallocate(pool->allocate(64, {}), {});  // this thread's cache link: retired at its exit
+  GateStream gate;
+  std::thread holder([&] {
+    void* p = pool->allocate(64, gate.ref());
+    pool->deallocate(p, gate.ref());  // pending: the reclaim under the arena lock asks the gate
+  });
+  while (!gate.inside.load()) std::this_thread::yield();
+  const pid_t pid = fork();
+  if (pid == 0) std::exit(0);  // runs this thread's thread_local destructors: the pool's retire
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 600 && done == 0; ++i) {  // 30 s
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  gate.open = true;
+  holder.join();
+  EXPECT_NE(done, 0) << "the child hung in exit(), on a lock a parent thread held at fork";
+  EXPECT_TRUE(WIFEXITED(status));
 }
 
 }  // namespace

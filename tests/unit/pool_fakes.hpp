@@ -27,7 +27,8 @@
 namespace hostrt::test {
 
 // Ids must be unique among the fakes alive at once (the pool tells streams apart by id).
-class FakeStream : public detail::pool::StreamIdentity {
+// A line of its own: threads driving streams of their own must not share one.
+class alignas(64) FakeStream : public detail::pool::StreamIdentity {
  public:
   explicit FakeStream(std::uint64_t id) : StreamIdentity(id) {
     // Published as a runtime stream's are, so the pool's warm free sees the fakes the same way.

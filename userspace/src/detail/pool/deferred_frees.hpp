@@ -12,18 +12,37 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
-#include <mutex>
+#include <thread>
 
 #include "detail/pool/block.hpp"
 
 namespace hostrt::detail::pool {
 
-class DeferredFrees {
+// The list's lock: taken by its owner on every pending free and allocation miss, by another
+// thread only to adopt the list. Uncontended, an exchange and a plain store (a pthread mutex
+// costs a call and a second atomic read-modify-write on unlock); contended, the waiter yields
+// (its holder may be preempted on a busy machine).
+class DeferLock {
+ public:
+  void lock() noexcept {
+    while (held_.exchange(true, std::memory_order_acquire))
+      while (held_.load(std::memory_order_relaxed)) std::this_thread::yield();
+  }
+  void unlock() noexcept { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
+
+// Its own cache lines: the owner writes it on every pending free, an adopter from another
+// thread now and then; the warm paths' bins and counters stay apart.
+class alignas(64) DeferredFrees {
  public:
   static constexpr std::size_t kSlots = 64;
 
-  std::mutex m;  // guards everything below and the listed blocks' side records
+  DeferLock m;  // guards everything below and the listed blocks' side records
 
   bool full() const noexcept { return count_ == kSlots; }
   bool empty() const noexcept { return count_ == 0; }
@@ -34,20 +53,29 @@ class DeferredFrees {
     blocks_[count_++] = b;
     bytes_ += b->size;
   }
-  // Removes every block for which take(b) returns true (order is not kept); take may hand the
-  // block on (to the arena, which may merge it away).
+  // Removes every block for which take(b) returns true, oldest first, keeping the order of the
+  // rest (the oldest frees are the likeliest to have ended: a scan for one stops early). take
+  // may hand the block on (to the arena, which may merge it away). Stops after the first block
+  // taken when `first_only`.
   template <typename F>
-  void remove_if(F&& take) {
-    for (std::size_t i = 0; i < count_;) {
+  void remove_if(F&& take, bool first_only = false) {
+    std::size_t kept = 0;
+    std::size_t i = 0;
+    for (; i < count_; ++i) {
       Block* b = blocks_[i];
       const std::size_t size = b->size;
       if (take(b)) {
         bytes_ -= size;
-        blocks_[i] = blocks_[--count_];
+        if (first_only) {
+          ++i;
+          break;
+        }
       } else {
-        ++i;
+        blocks_[kept++] = b;
       }
     }
+    for (; i < count_; ++i) blocks_[kept++] = blocks_[i];
+    count_ = kept;
   }
 
  private:

@@ -68,7 +68,8 @@ PoolCore::PoolCore(std::unique_ptr<SegmentSource> source, const PoolOptions& opt
 }
 
 void PoolCore::check_process(const char* what) const {
-  if (fork_generation() != fork_generation_) [[unlikely]]
+  // The constructor installed the fork hook (fork_generation()): a plain load from here on.
+  if (current_fork_generation() != fork_generation_) [[unlikely]]
     throw_used_after_fork(std::string("pool ") + what);
 }
 
@@ -136,6 +137,9 @@ ThreadCache& PoolCore::bind_thread() {
 }
 
 void PoolCore::retire(CacheLink& link) noexcept {
+  // A fork child's exiting thread releases nothing of the parent's pools: a parent thread may
+  // have held their locks at the fork, and would never release them in the child.
+  if (current_fork_generation() != fork_generation_) return;
   {
     SegmentList doomed;
     std::lock_guard lk(mu_);

@@ -37,11 +37,13 @@ Block* PoolCore::take_deferred(ThreadCache& tc, std::size_t rounded) noexcept {
   StreamKeeps released;  // declared before the lock: dropped after it
   std::lock_guard lk(d.m);
   if (d.empty()) return nullptr;
-  d.remove_if([&](Block* b) {
-    if (got != nullptr || b->size != rounded || !waits_reached(b)) return false;
-    got = b;
-    return true;
-  });
+  d.remove_if(
+      [&](Block* b) {
+        if (b->size != rounded || !waits_reached(b)) return false;
+        got = b;
+        return true;
+      },
+      /*first_only=*/true);
   if (got != nullptr) {
     ThreadCounters::bump(tc.counters.deferred, -static_cast<std::int64_t>(got->size));
     let_go_of_streams(got, released);
@@ -49,7 +51,8 @@ Block* PoolCore::take_deferred(ThreadCache& tc, std::size_t rounded) noexcept {
   return got;
 }
 
-std::size_t PoolCore::settle_deferred_locked(ThreadCache& tc, bool ended_only, StreamKeeps& released) noexcept {
+std::size_t PoolCore::settle_deferred_locked(ThreadCache& tc, bool ended_only,
+                                             StreamKeeps& released) noexcept {
   DeferredFrees& d = tc.deferred;
   std::size_t moved = 0;
   std::lock_guard lk(d.m);

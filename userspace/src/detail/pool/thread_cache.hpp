@@ -31,8 +31,8 @@ struct ThreadCounters {
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
   // Written under the deferred list's lock (by the owner or an adopting thread), read by stats().
-  std::atomic<std::int64_t> deferred{0};            // bytes in the thread's DeferredFrees
-  std::atomic<std::uint64_t> frees_deferred{0};     // frees that waited there (frees_waited)
+  std::atomic<std::int64_t> deferred{0};         // bytes in the thread's DeferredFrees
+  std::atomic<std::uint64_t> frees_deferred{0};  // frees that waited there (frees_waited)
 
   // Always inlined: on the warm paths an outlined bump (GCC's choice once the slow paths
   // grew) keeps more registers live across the call and cost ~0.5 ns per pair.
