@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <set>
 #include <utility>
 #include <vector>
@@ -68,6 +69,19 @@ inline void retain_waits(BlockWaits& w) {
 // come from one heap, interleaved), and each thread's writes on its own blocks (state, home,
 // links) evicted the other's. Two threads on the pending path scaled 1.65-1.87x without it,
 // 1.83-2.0x with it (pool_bench PendingHost, the two builds alternating).
+// A reusable block's stream references go to `released`, for the caller to drop after its
+// locks (a last reference destroys a stream, which calls the driver).
+inline void hand_over_keeps(BlockWaits& w, std::vector<std::shared_ptr<const void>>& released) noexcept {
+  for (auto& k : w.keeps) {
+    try {
+      released.push_back(std::move(k));
+    } catch (const std::bad_alloc&) {
+      k.reset();  // out of host memory: dropped here, under the caller's lock
+    }
+  }
+  w.keeps.clear();
+}
+
 struct alignas(64) Block {
   std::uintptr_t addr = 0;
   std::size_t size = 0;

@@ -71,14 +71,7 @@ std::size_t PendingFrees::reclaim(F&& ready, std::vector<std::shared_ptr<const v
         bytes_ -= b->size;
         --blocks_;
         ++done;
-        for (auto& k : b->side->keeps) {
-          try {
-            released.push_back(std::move(k));
-          } catch (const std::bad_alloc&) {
-            k.reset();  // out of host memory: dropped here, under the caller's lock
-          }
-        }
-        b->side->keeps.clear();
+        hand_over_keeps(*b->side, released);
         ready(b);
       } else {
         moving.push_back(b);  // not now: enqueue() may rehash the map being iterated

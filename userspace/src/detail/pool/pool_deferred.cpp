@@ -14,18 +14,10 @@ namespace hostrt::detail::pool {
 
 namespace {
 
-// b's work has ended: its stream references go to `released` (dropped by the caller after its
-// locks: a last reference destroys a stream, which calls the driver).
+// b's work has ended.
 void let_go_of_streams(Block* b, std::vector<std::shared_ptr<const void>>& released) noexcept {
   b->side->waits.clear();
-  for (auto& k : b->side->keeps) {
-    try {
-      released.push_back(std::move(k));
-    } catch (const std::bad_alloc&) {
-      k.reset();  // out of host memory: dropped here, under the caller's lock
-    }
-  }
-  b->side->keeps.clear();
+  hand_over_keeps(*b->side, released);
   trace::emit(trace::Kind::PoolReusable, b->addr, b->size);
 }
 
