@@ -9,14 +9,29 @@
 // to -2 once it fired.
 constinit thread_local long hostrt_test_fail_in = -1;
 
-void* operator new(std::size_t n) {
+namespace {
+void fail_if_due() {
   long& f = hostrt_test_fail_in;
   if (f >= 0 && f-- == 0) {
     f = -2;
     throw std::bad_alloc();
   }
+}
+}  // namespace
+
+void* operator new(std::size_t n) {
+  fail_if_due();
   if (void* p = std::malloc(n != 0 ? n : 1)) return p;
   throw std::bad_alloc();
 }
+// The pool's cache-line aligned objects (blocks, their side records and wait lists) too.
+void* operator new(std::size_t n, std::align_val_t a) {
+  fail_if_due();
+  const auto al = static_cast<std::size_t>(a);
+  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }

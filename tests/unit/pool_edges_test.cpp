@@ -663,8 +663,7 @@ class GateStream : public detail::pool::StreamIdentity {
 };
 const detail::pool::StreamOps GateStream::kOps = {
     [](const detail::pool::StreamIdentity*) noexcept { return std::uint64_t{1}; },
-    [](detail::pool::StreamIdentity* s, std::vector<detail::pool::StreamPoint>& waits,
-       std::vector<std::shared_ptr<const void>>&) {
+    [](detail::pool::StreamIdentity* s, detail::pool::WaitList& waits, detail::pool::KeepList&) {
       waits.push_back({static_cast<GateStream*>(s)->ref(), 1});
     },
     [](const detail::pool::StreamIdentity* s, std::uint64_t) noexcept {

@@ -117,8 +117,7 @@ inline const detail::pool::StreamOps FakeStream::kOps = {
       const std::uint64_t last = f->submitted();
       return f->completed() >= last ? std::uint64_t{0} : last;
     },
-    [](detail::pool::StreamIdentity* s, std::vector<detail::pool::StreamPoint>& waits,
-       std::vector<std::shared_ptr<const void>>&) {
+    [](detail::pool::StreamIdentity* s, detail::pool::WaitList& waits, detail::pool::KeepList&) {
       auto* f = static_cast<FakeStream*>(s);
       {
         std::lock_guard lk(f->m_);

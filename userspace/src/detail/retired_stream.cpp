@@ -12,9 +12,11 @@ namespace hostrt::detail {
 
 namespace {
 
+using pool::KeepList;
 using pool::StreamIdentity;
 using pool::StreamPoint;
 using pool::StreamRef;
+using pool::WaitList;
 
 const RetiredStream* as_retired(const StreamIdentity* s) noexcept {
   return static_cast<const RetiredStream*>(s);
@@ -26,7 +28,7 @@ constinit const pool::StreamOps kRetiredOps = {
     [](const StreamIdentity* s) noexcept {
       return as_retired(s)->done() ? std::uint64_t{0} : as_retired(s)->last();
     },
-    [](StreamIdentity* s, std::vector<StreamPoint>& waits, std::vector<std::shared_ptr<const void>>&) {
+    [](StreamIdentity* s, WaitList& waits, KeepList&) {
       RetiredStream* r = as_retired(s);
       if (!r->done()) waits.push_back({r->ref(), r->last()});
     },

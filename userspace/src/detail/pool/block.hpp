@@ -49,13 +49,13 @@ enum class BlockState : std::uint8_t { Free, Allocated, Cached, Pending };
 // block's life, so the pending path allocates nothing in steady state. Guarded as the fields were: uses and
 // use_keeps by the holder and the arena lock (record_stream), waits and keeps by the freeing
 // thread, then the arena lock once Pending.
-struct BlockWaits {
+struct alignas(64) BlockWaits {
   std::vector<StreamRef> uses;                         // streams named by record_stream()
   std::vector<std::shared_ptr<const void>> use_keeps;  // keep those alive until the free
-  std::vector<StreamPoint> waits;  // Pending: points still to be reached, next one at back()
+  WaitList waits;  // Pending: points still to be reached, next one at back()
   // Pending: references keeping every stream in `waits` alive until the block is reusable
   // (the user may destroy a stream right after the free, or a recorded one before it).
-  std::vector<std::shared_ptr<const void>> keeps;
+  KeepList keeps;
 };
 
 // Adds to w.keeps a reference to each stream in w.waits (the user may destroy a stream right

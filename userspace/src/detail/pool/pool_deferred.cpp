@@ -26,20 +26,24 @@ void let_go_of_streams(Block* b, std::vector<std::shared_ptr<const void>>& relea
 Block* PoolCore::take_deferred(ThreadCache& tc, std::size_t rounded) noexcept {
   DeferredFrees& d = tc.deferred;
   Block* got = nullptr;
-  StreamKeeps released;  // declared before the lock: dropped after it
-  std::lock_guard lk(d.m);
-  if (d.empty()) return nullptr;
-  d.remove_if(
-      [&](Block* b) {
-        if (b->size != rounded || !waits_reached(b)) return false;
-        got = b;
-        return true;
-      },
-      /*first_only=*/true);
-  if (got != nullptr) {
+  {
+    std::lock_guard lk(d.m);
+    if (d.empty()) return nullptr;
+    d.remove_if(
+        [&](Block* b) {
+          if (b->size != rounded || !waits_reached(b)) return false;
+          got = b;
+          return true;
+        },
+        /*first_only=*/true);
+    if (got == nullptr) return nullptr;
     ThreadCounters::bump(tc.counters.deferred, -static_cast<std::int64_t>(got->size));
-    let_go_of_streams(got, released);
   }
+  // Off the list, the block is this thread's alone: its stream references go after the lock
+  // (a last one destroys a stream, which calls the driver), with no list to carry them.
+  got->side->waits.clear();
+  got->side->keeps.clear();
+  trace::emit(trace::Kind::PoolReusable, got->addr, got->size);
   return got;
 }
 

@@ -20,8 +20,7 @@ std::uint64_t unfinished(const StreamIdentity* s) noexcept {
 }
 
 template <const StreamOps* Self>
-void collect(StreamIdentity* s, std::vector<StreamPoint>& waits,
-             std::vector<std::shared_ptr<const void>>& keeps) {
+void collect(StreamIdentity* s, WaitList& waits, KeepList& keeps) {
   auto* c = static_cast<StreamCore*>(s);
   // The queued waits first: reading them may drop reached ones and clear the flag.
   for (auto& [other, point] : c->pending_waits()) {

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "detail/fork_guard.hpp"
@@ -14,6 +16,31 @@ namespace hostrt::detail::pool {
 
 struct StreamPoint;
 struct StreamRef;
+
+// Allocates whole, aligned cache lines: a block's wait lists are written by the thread that
+// frees it, and two threads' small list buffers, interleaved in one heap, shared lines (each
+// thread's frees evicted the other's).
+template <class T>
+struct LineAllocator {
+  using value_type = T;
+  static constexpr std::size_t kLine = 64;
+  LineAllocator() noexcept = default;
+  template <class U>
+  LineAllocator(const LineAllocator<U>&) noexcept {}  // NOLINT: converting, as allocators are
+  T* allocate(std::size_t n) {
+    if (n > (~std::size_t{0} - kLine) / sizeof(T)) throw std::bad_array_new_length();
+    const std::size_t bytes = (n * sizeof(T) + kLine - 1) / kLine * kLine;
+    return static_cast<T*>(::operator new (bytes, std::align_val_t{kLine}));
+  }
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete (p, std::align_val_t{kLine}); }
+  template <class U>
+  bool operator==(const LineAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+// What a free waits for, and the references keeping those streams alive.
+using WaitList = std::vector<StreamPoint, LineAllocator<StreamPoint>>;
+using KeepList = std::vector<std::shared_ptr<const void>, LineAllocator<std::shared_ptr<const void>>>;
 
 // What every stream the pool sees is (a base of the runtime's StreamCore, of a destroyed
 // stream's RetiredStream and of the tests' fakes): an id unique in the process for as long as
@@ -57,8 +84,7 @@ struct StreamOps {
   // reused before the event's work ends (CUDA's event dependencies). For points on other
   // streams it appends a reference keeping that stream alive to `keeps`. May lock the
   // stream; never called under a pool lock.
-  void (*collect)(StreamIdentity* stream, std::vector<StreamPoint>& waits,
-                  std::vector<std::shared_ptr<const void>>& keeps);
+  void (*collect)(StreamIdentity* stream, WaitList& waits, KeepList& keeps);
   // Must not make a syscall: the pool calls it while holding its arena lock.
   bool (*reached)(const StreamIdentity* stream, std::uint64_t point) noexcept;
   // Blocks until `point` ended, leaving a device fault for the user's own synchronize to
@@ -86,9 +112,7 @@ struct StreamRef {
   explicit operator bool() const noexcept { return stream != nullptr; }
   std::uint64_t key() const noexcept { return stream->stream_id; }
   std::uint64_t unfinished() const noexcept { return ops->unfinished(stream); }
-  void collect(std::vector<StreamPoint>& waits, std::vector<std::shared_ptr<const void>>& keeps) const {
-    ops->collect(stream, waits, keeps);
-  }
+  void collect(WaitList& waits, KeepList& keeps) const { ops->collect(stream, waits, keeps); }
   bool reached(std::uint64_t point) const noexcept { return point == 0 || ops->reached(stream, point); }
   void wait_quiet(std::uint64_t point) const { ops->wait_quiet(stream, point); }
   std::shared_ptr<const void> retain() const { return ops->retain(stream); }
