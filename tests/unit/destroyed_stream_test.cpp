@@ -90,6 +90,38 @@ TEST_P(DestroyedStream, ABlockIsNotReusedWhileItsDestroyedHomeStreamsCopyIsQueue
   pool.deallocate(q, s2);
 }
 
+// cudaFreeAsync(p, s); cudaStreamDestroy(s): the free waits in the freeing thread's own
+// deferred list, which must keep the stream's completion readable after the destroy (the
+// list holds a reference per waited stream), and hand the block back only once the copy ran.
+TEST_P(DestroyedStream, AFreeOnAStreamDestroyedRightAfterWaitsForItsCopy) {
+  Pool pool(dev());
+  const std::size_t n = 2048;
+  Stream s = dev().create_stream();
+  const std::uint32_t q = slow_down(s);
+  auto* p = static_cast<unsigned char*>(pool.allocate(n, s));
+  fill(p, n, 83);
+  const std::vector<unsigned char> want(p, p + n);
+  s.memcpy_async(DevicePtr(1024), p, n);
+  pool.deallocate(p, s);
+  s.destroy();
+  Stream s2 = dev().create_stream();
+  auto* q2 = static_cast<unsigned char*>(pool.allocate(n, s2));
+  if (emu()) {
+    EXPECT_NE(q2, p) << "reused while the destroyed stream's copy is held";
+  }
+  std::memset(q2, 0xEE, n);
+  release(q);
+  dev().synchronize();
+  auto* q3 = static_cast<unsigned char*>(pool.allocate(n, s2));  // reads the destroyed stream's completion
+  PinnedBuffer out = dev().host_alloc(n);
+  s2.memcpy_async(out.data(), DevicePtr(1024), n);
+  s2.synchronize();
+  EXPECT_EQ(first_diff(out.data(), want.data(), n), -1)
+      << "the queued copy read the block's next owner's bytes";
+  pool.deallocate(q2, s2);
+  pool.deallocate(q3, s2);
+}
+
 // cudaDeviceSynchronize waits for every stream's work, destroyed streams' included. Before, a
 // D2H queued behind a slow job on a destroyed stream was still to come when it returned.
 TEST_P(DestroyedStream, DeviceSynchronizeWaitsForADestroyedStreamsWork) {
