@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory_resource>
 #include <numeric>
 #include <vector>
@@ -39,6 +41,42 @@ TEST_P(PoolApiTest, BlocksArePinnedAndCarryCopies) {
   EXPECT_EQ(st.misses, 1u);
   EXPECT_EQ(st.reserved_bytes, std::size_t{2} << 20);
   EXPECT_EQ(pool.trim(), std::size_t{2} << 20);
+}
+
+// pointer_attributes() of a pool block reads no segment without its pool's lock: it picks the
+// pools whose address span holds the pointer and lets each look under its lock. Two pools
+// growing in turn interleave their segments, so one pool's span covers the other's blocks:
+// every block must still be described by its own pool.
+TEST_P(PoolApiTest, PointerAttributesFindEachBlockWhenPoolsInterleave) {
+  Pool a(*device), b(*device);
+  // Over 1 MiB: a segment of its own each, a page-rounded one: the segment's size is not the
+  // block's, so an answer that falls back to the segment shows.
+  constexpr std::size_t kBlock = (3 << 20) + 3000;
+  std::vector<std::pair<Pool*, char*>> blocks;
+  for (int i = 0; i < 3; ++i)
+    for (Pool* pool : {&a, &b}) blocks.emplace_back(pool, static_cast<char*>(pool->allocate(kBlock)));
+  auto span = [&](Pool* pool) {
+    std::uintptr_t lo = ~std::uintptr_t{0}, hi = 0;
+    for (auto [owner, p] : blocks)
+      if (owner == pool) {
+        lo = std::min(lo, reinterpret_cast<std::uintptr_t>(p));
+        hi = std::max(hi, reinterpret_cast<std::uintptr_t>(p) + kBlock);
+      }
+    return std::pair(lo, hi);
+  };
+  int inside_other = 0;
+  for (auto [owner, p] : blocks) {
+    const auto [lo, hi] = span(owner == &a ? &b : &a);
+    if (reinterpret_cast<std::uintptr_t>(p) >= lo && reinterpret_cast<std::uintptr_t>(p) < hi) ++inside_other;
+    const PointerAttributes at = pointer_attributes(p + 5000);
+    EXPECT_EQ(at.type, MemoryType::Pinned);
+    EXPECT_EQ(at.base, p) << "a block of " << (owner == &a ? "a" : "b");
+    EXPECT_EQ(at.size, kBlock);
+    EXPECT_EQ(at.offset, 5000u);
+  }
+  std::printf("blocks inside the other pool's span: %d of %zu\n", inside_other, blocks.size());
+  EXPECT_GT(inside_other, 0) << "the segments did not interleave: the case is not exercised";
+  for (auto [owner, p] : blocks) owner->deallocate(p);
 }
 
 // The free must wait for the copy. Emulated: the stream's queue is held, so the copy is

@@ -368,11 +368,13 @@ Pool* detail::find_pool(const void* p) {
 bool detail::describe_pool_block(const void* p, PoolBlockInfo& info) {
   auto& d = directory();
   std::lock_guard lk(d.m);  // the pool cannot go meanwhile
+  // No segment is read without its pool's lock: p may be stale, and its segment released by a
+  // trim on another thread right now (the page map's answer would then be freed memory).
   for (Pool* pool : d.pools) {
-    if (!hostrt::detail::Access::core(*pool).owns(p)) continue;
+    const detail::pool::PoolCore& core = hostrt::detail::Access::core(*pool);
     std::uintptr_t base = 0;
     std::size_t requested = 0;
-    if (!hostrt::detail::Access::core(*pool).describe(p, base, requested)) return false;
+    if (!core.may_own(p) || !core.describe(p, base, requested)) continue;  // spans may overlap
     info.base = reinterpret_cast<void*>(base);
     info.size = requested;
     return true;

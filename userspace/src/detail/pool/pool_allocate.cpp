@@ -202,6 +202,9 @@ void PoolCore::grow(std::size_t bytes, SizeClass cls, bool dedicated) {
   }
   std::lock_guard lk(mu_);
   growing_ -= bytes;
+  span_lo_.store(std::min(span_lo_.load(std::memory_order_relaxed), seg->base), std::memory_order_release);
+  span_hi_.store(std::max(span_hi_.load(std::memory_order_relaxed), seg->base + seg->size),
+                 std::memory_order_release);
   arena_.add_segment(std::move(seg));
   ++misses_;
   peak_reserved_ = std::max(peak_reserved_, arena_.reserved());

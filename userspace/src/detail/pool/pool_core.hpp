@@ -52,6 +52,13 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   bool owns(const void* p) const noexcept {
     return segment_at(reinterpret_cast<std::uintptr_t>(p)) != nullptr;
   }
+  // Whether p lies in the address span this pool's segments have ever covered: no lock and no
+  // segment read (a segment may be released meanwhile), so a pointer of any origin may be
+  // asked; describe() then decides under the pool's lock.
+  bool may_own(const void* p) const noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return a >= span_lo_.load(std::memory_order_acquire) && a < span_hi_.load(std::memory_order_acquire);
+  }
   // The pool core in one of whose segments p lies, or nullptr: one page-map lookup, no lock.
   // Valid only while that pool cannot go (the caller holds a block of it, or its owner).
   static PoolCore* at(const void* p) noexcept;
@@ -159,6 +166,9 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
     return s != nullptr && s->owner == this ? s : nullptr;
   }
   std::atomic<hostrt::Pool*> owner_{nullptr};
+  // The span every segment so far lies in (only ever widened, under the arena lock).
+  std::atomic<std::uintptr_t> span_lo_{~std::uintptr_t{0}};
+  std::atomic<std::uintptr_t> span_hi_{0};
   Arena arena_;
   PendingFrees pending_;
   std::size_t growing_ = 0;  // bytes of segments being allocated (no lock held) right now
