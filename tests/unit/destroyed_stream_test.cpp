@@ -47,6 +47,27 @@ class DestroyedStream : public ::testing::TestWithParam<Backend> {
     if (emu()) emu()->hold_queue(queue, false);
   }
 
+  // A new block of `pool` on s, filled with `tag`, and a copy of it to the device queued on s.
+  struct Sent {
+    unsigned char* block;
+    std::vector<unsigned char> bytes;
+  };
+  Sent send_new_block(Pool& pool, Stream& s, std::size_t n, int tag, std::uint64_t device_offset) {
+    auto* p = static_cast<unsigned char*>(pool.allocate(n, s));
+    fill(p, n, tag);
+    Sent sent{p, std::vector<unsigned char>(p, p + n)};
+    s.memcpy_async(DevicePtr(device_offset), p, n);  // reads p when it runs
+    return sent;
+  }
+  // The device's bytes at device_offset are `want` (read back on s).
+  void expect_device_holds(Stream& s, std::uint64_t device_offset, const std::vector<unsigned char>& want) {
+    PinnedBuffer out = dev().host_alloc(want.size());
+    s.memcpy_async(out.data(), DevicePtr(device_offset), want.size());
+    s.synchronize();
+    EXPECT_EQ(first_diff(out.data(), want.data(), want.size()), -1)
+        << "the queued copy read the block's next owner's bytes";
+  }
+
   std::optional<Device> dev_;
   PinnedBuffer blocker_src_, blocker_dst_;
 };
@@ -59,10 +80,7 @@ TEST_P(DestroyedStream, ABlockIsNotReusedWhileItsDestroyedHomeStreamsCopyIsQueue
   const std::size_t n = 2048;
   Stream s1 = dev().create_stream();
   const std::uint32_t q1 = slow_down(s1);
-  auto* p = static_cast<unsigned char*>(pool.allocate(n, s1));
-  fill(p, n, 71);
-  const std::vector<unsigned char> want(p, p + n);
-  s1.memcpy_async(DevicePtr(512), p, n);  // reads p when it runs
+  const auto [p, want] = send_new_block(pool, s1, n, 71, 512);
   const void* old_address = hostrt::detail::Access::core(s1).get();
   s1.destroy();
 
@@ -82,11 +100,7 @@ TEST_P(DestroyedStream, ABlockIsNotReusedWhileItsDestroyedHomeStreamsCopyIsQueue
   std::memset(q, 0xEE, n);  // what an early reuse would let the copy read
   release(q1);
   dev().synchronize();
-  PinnedBuffer out = dev().host_alloc(n);
-  s2.memcpy_async(out.data(), DevicePtr(512), n);
-  s2.synchronize();
-  EXPECT_EQ(first_diff(out.data(), want.data(), n), -1)
-      << "the queued copy read the block's next owner's bytes";
+  expect_device_holds(s2, 512, want);
   pool.deallocate(q, s2);
 }
 
@@ -98,10 +112,7 @@ TEST_P(DestroyedStream, AFreeOnAStreamDestroyedRightAfterWaitsForItsCopy) {
   const std::size_t n = 2048;
   Stream s = dev().create_stream();
   const std::uint32_t q = slow_down(s);
-  auto* p = static_cast<unsigned char*>(pool.allocate(n, s));
-  fill(p, n, 83);
-  const std::vector<unsigned char> want(p, p + n);
-  s.memcpy_async(DevicePtr(1024), p, n);
+  const auto [p, want] = send_new_block(pool, s, n, 83, 1024);
   pool.deallocate(p, s);
   s.destroy();
   Stream s2 = dev().create_stream();
@@ -113,11 +124,7 @@ TEST_P(DestroyedStream, AFreeOnAStreamDestroyedRightAfterWaitsForItsCopy) {
   release(q);
   dev().synchronize();
   auto* q3 = static_cast<unsigned char*>(pool.allocate(n, s2));  // reads the destroyed stream's completion
-  PinnedBuffer out = dev().host_alloc(n);
-  s2.memcpy_async(out.data(), DevicePtr(1024), n);
-  s2.synchronize();
-  EXPECT_EQ(first_diff(out.data(), want.data(), n), -1)
-      << "the queued copy read the block's next owner's bytes";
+  expect_device_holds(s2, 1024, want);
   pool.deallocate(q2, s2);
   pool.deallocate(q3, s2);
 }
