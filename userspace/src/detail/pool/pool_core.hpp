@@ -4,9 +4,11 @@
 // Locks and what they guard (always taken in this order, never the other way round):
 //  exit_mu_      the exit cache, used by threads whose thread_locals are destroyed;
 //  mu_           the arena, the pending-free queues, peaks and growth (the "arena lock");
-//  registry_mu_  the list of per-thread caches and the counters of exited threads.
-// Neither is held across a SegmentSource call, a segment's destruction (driver calls, munmap)
-// or a blocking wait on a stream. The warm path takes neither: see allocate()/deallocate().
+//  registry_mu_  the list of per-thread caches and the counters of exited threads;
+//  a thread's DeferredFrees lock (ThreadCache::deferred.m): its waiting frees; its owner takes
+//                it alone on its pending frees and allocation misses.
+// None is held across a SegmentSource call, a segment's destruction (driver calls, munmap)
+// or a blocking wait on a stream. The warm path takes none: see allocate()/deallocate().
 #pragma once
 
 #include <atomic>
