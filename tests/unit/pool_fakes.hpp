@@ -32,7 +32,7 @@ class alignas(64) FakeStream : public detail::pool::StreamIdentity {
  public:
   explicit FakeStream(std::uint64_t id) : StreamIdentity(id) {
     // Published as a runtime stream's are, so the pool's warm free sees the fakes the same way.
-    StreamIdentity::state = &state_;
+    state.store(0, std::memory_order_relaxed);
     StreamIdentity::completed = &completed_;
     page_generation = detail::current_fork_generation();
     std::lock_guard lk(directory_mu());
@@ -56,7 +56,7 @@ class alignas(64) FakeStream : public detail::pool::StreamIdentity {
     queued_.clear();
     has_queued_.store(false, std::memory_order_release);
     const std::uint64_t p = submitted_.fetch_add(1, std::memory_order_acq_rel) + 1;
-    state_.store(p, std::memory_order_release);
+    state.store(p, std::memory_order_release);
     return p;
   }
   // Stream::wait(event recorded at `point` on `other`): the next job waits for it.
@@ -64,7 +64,7 @@ class alignas(64) FakeStream : public detail::pool::StreamIdentity {
     std::lock_guard lk(m_);
     queued_.push_back({&other, point});
     has_queued_.store(true, std::memory_order_release);
-    state_.fetch_or(kWaitsQueued, std::memory_order_release);
+    state.fetch_or(kWaitsQueued, std::memory_order_release);
   }
   void complete_to(std::uint64_t p) {
     std::atomic_ref<unsigned long long> done(completed_);
@@ -101,7 +101,6 @@ class alignas(64) FakeStream : public detail::pool::StreamIdentity {
 
   std::atomic<std::uint64_t> submitted_{0};
   alignas(8) unsigned long long completed_ = 0;  // published (StreamIdentity::completed)
-  std::atomic<std::uint64_t> state_{0};          // published: submitted_ | kWaitsQueued
   std::atomic<std::uint64_t> waits_{0};
   std::atomic<bool> fail_next_{false};
   std::atomic<bool> lose_next_{false};

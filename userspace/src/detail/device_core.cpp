@@ -368,7 +368,7 @@ StreamCore::StreamCore(std::shared_ptr<DeviceCore> dev, StreamPriority priority)
   static_assert(kWaitsQueued == pool::StreamIdentity::kWaitsQueued);
   static_assert(std::is_same_v<decltype(slot_->completed), __u64> &&
                 std::is_same_v<__u64, unsigned long long>);
-  state = &last_;
+  state.store(0, std::memory_order_relaxed);
   completed = &slot_->completed;
   page_generation = fork_generation_;
   trace::emit(trace::Kind::StreamCreate, stream_id, dev_->index(), queue_.id, dev_->traced_client());
@@ -445,7 +445,7 @@ void StreamCore::add_wait(std::shared_ptr<StreamCore> other, std::uint64_t point
   } else {
     pending_waits_.emplace_back(std::move(other), point);
   }
-  last_.fetch_or(kWaitsQueued, std::memory_order_release);
+  state.fetch_or(kWaitsQueued, std::memory_order_release);
 }
 
 std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> StreamCore::pending_waits() {
@@ -453,7 +453,7 @@ std::vector<std::pair<std::shared_ptr<StreamCore>, std::uint64_t>> StreamCore::p
   // A reached wait adds no in-fence at the next submit either: drop it now, and the flag with
   // the last one, so frees on this stream take the warm path again.
   std::erase_if(pending_waits_, [](const auto& w) { return w.first->reached(w.second); });
-  if (pending_waits_.empty()) last_.fetch_and(~kWaitsQueued, std::memory_order_release);
+  if (pending_waits_.empty()) state.fetch_and(~kWaitsQueued, std::memory_order_release);
   return pending_waits_;
 }
 
@@ -492,7 +492,7 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
     imported.handles.push_back(p.handle);
     in.push_back(p);
   }
-  const std::uint64_t expect = (last_.load(std::memory_order_relaxed) & ~kWaitsQueued) + 1;
+  const std::uint64_t expect = (state.load(std::memory_order_relaxed) & ~kWaitsQueued) + 1;
   // The stream's timeline point is the job's seqno, so waits need no translation.
   const SyncPoint out{timeline_, DRM_EDU_ACCEL_SYNC_TIMELINE, expect};
   std::uint64_t seqno = 0;
@@ -510,7 +510,7 @@ std::uint64_t StreamCore::submit(std::span<const CopyOp> ops) {
   pending_waits_.clear();
   // Clears kWaitsQueued in the same store: the job carries the waits, and its point covers
   // them (a reader never sees the flag gone with the previous point).
-  last_.store(seqno, std::memory_order_release);
+  state.store(seqno, std::memory_order_release);
   if (seqno != expect)
     throw SystemError(EPROTO, "SUBMIT returned seqno " + std::to_string(seqno) + ", expected " +
                                   std::to_string(expect) + ": the driver breaks the 1, 2, 3... contract" +

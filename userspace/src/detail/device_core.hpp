@@ -167,7 +167,7 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   // the pool's free path reads both in one load (a free on a stream that waits for an event
   // is ordered after that event too: CUDA's event dependencies).
   static constexpr std::uint64_t kWaitsQueued = std::uint64_t{1} << 63;
-  std::uint64_t state_word() const noexcept { return last_.load(std::memory_order_acquire); }
+  std::uint64_t state_word() const noexcept { return state.load(std::memory_order_acquire); }
   std::uint64_t last_submitted() const noexcept { return state_word() & ~kWaitsQueued; }
   // Reads the completion page: never in a fork child, where it is not mapped (check forked()).
   bool reached(std::uint64_t point) const noexcept { return point == 0 || load_completed(slot_) >= point; }
@@ -247,7 +247,6 @@ class StreamCore : public pool::StreamIdentity, public std::enable_shared_from_t
   QueueInfo queue_;
   std::uint32_t timeline_ = 0;
   const Completion* slot_ = nullptr;
-  std::atomic<std::uint64_t> last_{0};  // see state_word()
   std::atomic<Ordering> ordering_{Ordering::Blocking};
   std::mutex m_;  // submissions, pending waits, failure reporting
   // Waits for the next submit; holding the streams keeps their timelines alive until then.

@@ -191,26 +191,45 @@ Pool::~Pool() {
   core_->owner_destroyed();
 }
 
-void* Pool::allocate(std::size_t bytes, Stream& stream) {
-  return core_->allocate(bytes, ref(stream, *this, "allocate"));
-}
-void* Pool::allocate(std::size_t bytes) { return core_->allocate(bytes, {}); }
 namespace {
-// Out of line, so that Pool::deallocate itself makes no call (it tail-calls one of the two).
-[[gnu::noinline]] void deallocate_after_host_funcs(detail::pool::PoolCore& core, void* p,
-                                                   detail::StreamCore& c, StreamRef s) {
-  c.drain_host_funcs();
-  core.deallocate(p, s);
+// The warm wrappers below only compare and tail-call: anything unusual (an empty stream,
+// another device's, host functions to drain) goes to one of these, which does the whole
+// call with every check. A wrapper that called a check and went on had to keep its
+// arguments across the call (three registers saved and restored per call, each way).
+[[gnu::noinline]] void* allocate_checked(const Pool& pool, std::size_t bytes, Stream& stream) {
+  return detail::Access::core(pool).allocate(bytes, ref(stream, pool, "allocate"));
+}
+[[gnu::noinline]] void deallocate_checked(const Pool& pool, void* p, Stream& stream) {
+  const StreamRef s = ref(stream, pool, "deallocate");
+  detail::StreamCore& c = *hostrt::detail::Access::core(stream);
+  if (c.host_funcs_need_drain()) c.drain_host_funcs();
+  detail::Access::core(pool).deallocate(p, s);
+}
+// The stream's core when a warm call may use it as is: the stream is not empty, and of the
+// pool's device (or the pool has none).
+[[gnu::always_inline]] inline detail::StreamCore* warm_core(Stream& s, const Pool& pool) noexcept {
+  detail::StreamCore* c = hostrt::detail::Access::core(s).get();
+  const detail::DeviceCore* d = hostrt::detail::Access::device_core(pool);
+  if (c == nullptr || (d != nullptr && c->device().get() != d)) [[unlikely]]
+    return nullptr;
+  return c;
 }
 }  // namespace
 
+void* Pool::allocate(std::size_t bytes, Stream& stream) {
+  detail::StreamCore* c = warm_core(stream, *this);
+  if (c == nullptr) [[unlikely]]
+    return allocate_checked(*this, bytes, stream);
+  return core_->allocate(bytes, detail::pool::stream_ref(*c));
+}
+void* Pool::allocate(std::size_t bytes) { return core_->allocate(bytes, {}); }
+
 // A stream-ordered free or use follows the stream's host functions: they may use the block.
 void Pool::deallocate(void* p, Stream& stream) {
-  const StreamRef s = ref(stream, *this, "deallocate");
-  detail::StreamCore& c = *hostrt::detail::Access::core(stream);
-  if (c.host_funcs_need_drain()) [[unlikely]]
-    return deallocate_after_host_funcs(*core_, p, c, s);
-  core_->deallocate(p, s);
+  detail::StreamCore* c = warm_core(stream, *this);
+  if (c == nullptr || c->host_funcs_need_drain()) [[unlikely]]
+    return deallocate_checked(*this, p, stream);
+  core_->deallocate(p, detail::pool::stream_ref(*c));
 }
 void Pool::deallocate(void* p) { core_->deallocate(p, {}); }
 void Pool::record_stream(void* p, Stream& stream) {

@@ -36,12 +36,15 @@ using FreeIndex = std::set<Block*, BlockBySize>;
 // Who may touch a block, and therefore which lock (if any) guards its fields:
 //  Free      in the arena's free index (arena lock);
 //  Allocated held by the user (the user's own synchronization: only the holder frees it);
+//  Recorded  Allocated, with record_stream uses (side->uses not empty; set under the arena
+//            lock): one state rather than a flag beside it, so that the warm free's one
+//            compare of the state sends such a block to the slow path;
 //  Cached    parked, reusable, in one thread's cache (that thread only);
 //  Pending   freed, waiting for device points (arena lock; in a thread's DeferredFrees, that
 //            list's lock).
 // The state itself is atomic because the arena reads a neighbour's state while coalescing,
 // while the neighbour's holder may be moving it between Allocated and Cached without a lock.
-enum class BlockState : std::uint8_t { Free, Allocated, Cached, Pending };
+enum class BlockState : std::uint8_t { Free, Allocated, Cached, Pending, Recorded };
 
 // What only a block with recorded uses or a waiting free needs, apart from Block so that the
 // blocks the warm paths touch stay small (a block's header was 192 bytes with these inside;
@@ -90,8 +93,6 @@ struct alignas(64) Block {
   Block* next = nullptr;
   Block* cache_next = nullptr;  // link in a thread-cache bin
   std::atomic<BlockState> state{BlockState::Free};
-  // side->uses is not empty: the warm free's test, without a load from the side record.
-  bool recorded = false;
   std::size_t requested = 0;  // bytes the current holder asked for
   // The stream given to allocate(), the default for deallocate(): by id, holding no
   // reference (the user may destroy it before the free); found again through home_ops->find.
@@ -110,6 +111,12 @@ struct alignas(64) Block {
   // A free of this block has points left to wait for.
   bool waiting() const noexcept { return side && !side->waits.empty(); }
   BlockState load_state() const noexcept { return state.load(std::memory_order_relaxed); }
+  // Held by a user: Allocated or Recorded.
+  bool allocated() const noexcept {
+    const BlockState s = load_state();
+    return s == BlockState::Allocated || s == BlockState::Recorded;
+  }
+  bool recorded() const noexcept { return load_state() == BlockState::Recorded; }
   void set_state(BlockState s) noexcept { state.store(s, std::memory_order_relaxed); }
 };
 

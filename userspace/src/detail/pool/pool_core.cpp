@@ -148,7 +148,7 @@ void PoolCore::retire(CacheLink& link) noexcept {
   }
   std::lock_guard lk(registry_mu_);
   const ThreadCounters& c = link.cache.counters;
-  retired_.allocated += c.held.load(std::memory_order_relaxed) - c.cached.load(std::memory_order_relaxed);
+  retired_.allocated += c.held.load(std::memory_order_relaxed) - link.cache.cached_bytes();
   retired_.requested += c.requested.load(std::memory_order_relaxed);
   retired_.allocations += c.allocations.load(std::memory_order_relaxed);
   retired_.deallocations += c.deallocations.load(std::memory_order_relaxed);

@@ -115,6 +115,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   Block* find_allocated(const void* p) const;
   SlotEntry find_allocated(const void* p, ThreadCache& tc) const;
   void* allocate_slow(std::size_t bytes, StreamRef home);
+  // The warm allocate above ThreadCache::kDirectLimit (a hashed bin's pop), tail-called.
+  void* allocate_hashed(ThreadCache& tc, std::size_t bytes, StreamRef home);
   void* allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home);
   void deallocate_slow(void* p, StreamRef stream);
   // The warm free of a block above ThreadCache::kDirectLimit: its push is not inlined, so it is

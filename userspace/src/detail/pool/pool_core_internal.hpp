@@ -91,8 +91,7 @@ inline void set_fast_slot(FastSlot s) noexcept {
   SlotEntry e{nullptr, 0};
   if (addr - base < size && (addr - base) % kAlignment == 0)
     e = SlotTable::load(slots, (addr - base) / kAlignment);
-  if (e.block == nullptr || e.block->addr != addr || e.block->load_state() != BlockState::Allocated)
-    throw_not_allocated(addr);
+  if (e.block == nullptr || e.block->addr != addr || !e.block->allocated()) throw_not_allocated(addr);
   return e;
 }
 

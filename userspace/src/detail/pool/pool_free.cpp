@@ -64,7 +64,7 @@ void PoolCore::collect_waits(Block* b, StreamRef stream) const {
     const StreamRef home = b->home_ops->find(b->home_id, keep);
     if (home && add(home) && keep) b->side->keeps.push_back(std::move(keep));
   }
-  if (b->recorded)
+  if (b->recorded())
     for (const StreamRef& u : b->side->uses)
       if (u.key() != freed_on) add(u);
 #else
@@ -76,8 +76,9 @@ void PoolCore::collect_waits(Block* b, StreamRef stream) const {
 // The warm path: the stream's completion check (first, while little is live across the
 // call), the thread's segment hint, one slot load, and a push onto a bin. Anything
 // else (a stream with unfinished work, a home stream other than `stream`, record_stream
-// uses, sync_on_free, a pointer outside the hinted segment or not allocated) goes to
-// deallocate_slow, which decides from scratch.
+// uses, a pointer outside the hinted segment or not allocated) goes to deallocate_slow,
+// which decides from scratch. sync_on_free needs no test here: a free that passes these
+// has nothing to wait for.
 void PoolCore::deallocate(void* p, StreamRef stream) {
 #ifndef HOSTRT_POOL_UNSAFE_REUSE
   // Loads only, no call (a call made this function save and restore six registers): a stream
@@ -97,9 +98,8 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
       // size is 0 when the slot table cannot hold it (4 MiB and up): never a cached size.
       if (b != nullptr && size - 1 < kSmallLimit && b->addr == addr &&
           b->load_state() == BlockState::Allocated &&
-          (b->home_id == 0 || (stream && b->home_id == stream.key())) && !b->recorded &&
-          !options_.sync_on_free && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed))
-          [[likely]] {
+          (b->home_id == 0 || (stream && b->home_id == stream.key())) &&
+          tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) [[likely]] {
         if (size > ThreadCache::kDirectLimit) return deallocate_hashed(b, p, size, stream);
         if (tc.push_direct(b, addr, size)) [[likely]] {
           park(tc, b);
@@ -115,7 +115,7 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
   ThreadCounters& c = tc.counters;
   ThreadCounters::bump(c.requested, -static_cast<std::int64_t>(b->requested));
   ThreadCounters::bump(c.deallocations, 1);
-  b->home_id = 0;
+  // home_id is left as it is: nothing reads a cached block's, and hand_out sets it.
   b->set_state(BlockState::Cached);
 }
 
@@ -174,11 +174,12 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
   std::vector<std::shared_ptr<const void>> use_keeps;
   const std::int64_t requested = static_cast<std::int64_t>(b->requested);
   auto commit = [&] {  // noexcept: clears the block's uses before another thread can see it
-    if (b->recorded) {
+    // By the uses, not the state: the queueing of a pending free may have set it already
+    // (each caller sets the block's next state itself).
+    if (b->side && !b->side->uses.empty()) {
       b->side->uses.clear();
       use_keeps = std::move(b->side->use_keeps);
       b->side->use_keeps.clear();
-      b->recorded = false;
     }
     b->home_id = 0;
   };
@@ -284,7 +285,7 @@ void PoolCore::record_stream(void* p, StreamRef stream) {
     w.uses.pop_back();
     throw;
   }
-  b->recorded = true;
+  b->set_state(BlockState::Recorded);
 }
 
 bool PoolCore::record_use(const void* p, StreamRef stream) {
@@ -310,7 +311,7 @@ bool PoolCore::describe(const void* p, std::uintptr_t& base, std::size_t& reques
   const std::size_t i = seg->slots.start_at_or_before((addr - seg->base) / kAlignment);
   if (i == SlotTable::kNone) return false;
   const Block* b = SlotTable::load(seg->slots.view(), i).block;
-  if (b == nullptr || addr - b->addr >= b->size || b->load_state() != BlockState::Allocated) return false;
+  if (b == nullptr || addr - b->addr >= b->size || !b->allocated()) return false;
   base = b->addr;
   requested = b->requested;
   return true;

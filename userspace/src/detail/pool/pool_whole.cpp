@@ -48,8 +48,7 @@ void PoolCore::sample_peaks_locked() noexcept {
     allocated = retired_.allocated;
     requested = retired_.requested;
     for (const auto& l : links_) {
-      allocated += l->cache.counters.held.load(std::memory_order_relaxed) -
-                   l->cache.counters.cached.load(std::memory_order_relaxed);
+      allocated += l->cache.counters.held.load(std::memory_order_relaxed) - l->cache.cached_bytes();
       requested += l->cache.counters.requested.load(std::memory_order_relaxed);
     }
   }
@@ -161,9 +160,9 @@ PoolStats PoolCore::stats_locked() const {
     s.frees_waited = retired_.frees_deferred;
     for (const auto& l : links_) {
       const ThreadCounters& c = l->cache.counters;
-      allocated += c.held.load(std::memory_order_relaxed) - c.cached.load(std::memory_order_relaxed);
+      allocated += c.held.load(std::memory_order_relaxed) - l->cache.cached_bytes();
       requested += c.requested.load(std::memory_order_relaxed);
-      cached += c.cached.load(std::memory_order_relaxed);
+      cached += l->cache.cached_bytes();
       s.allocations += c.allocations.load(std::memory_order_relaxed);
       s.deallocations += c.deallocations.load(std::memory_order_relaxed);
       deferred += c.deferred.load(std::memory_order_relaxed);

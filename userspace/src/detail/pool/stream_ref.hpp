@@ -52,20 +52,21 @@ struct StreamIdentity {
   const std::uint64_t stream_id;
 
   // What the warm free reads to see a stream idle without calling StreamOps::unfinished (the
-  // call alone made the free save and restore six registers): a stream that publishes them
-  // (StreamCore) sets all three once, before the pool sees it. `state`: the last point
-  // submitted, with kWaitsQueued set while waits are queued for its next job; `completed`:
-  // the last point ended (the completion page); `page_generation`: the fork generation
-  // the page is mapped in (a fork child must not read it).
+  // call alone made the free save and restore six registers). `state`: the last point
+  // submitted, with kWaitsQueued set while waits are queued for its next job, kept here
+  // rather than pointed to (one dependent load less on every free); `completed`: the last
+  // point ended (the completion page); `page_generation`: the fork generation the page is
+  // mapped in (a fork child must not read it). A stream that publishes them (StreamCore)
+  // sets all three before the pool sees it; one that does not keeps kWaitsQueued in `state`
+  // for good, which sends every free on it to the slow path.
   static constexpr std::uint64_t kWaitsQueued = std::uint64_t{1} << 63;
-  const std::atomic<std::uint64_t>* state = nullptr;
+  std::atomic<std::uint64_t> state{kWaitsQueued};
   const unsigned long long* completed = nullptr;  // the uapi's __u64
   std::uint64_t page_generation = 0;
   // True when a free on this stream has certainly nothing to wait for; false when it may
   // (then StreamOps::unfinished decides). Loads only, no call.
   bool idle_published() const noexcept {
-    if (state == nullptr) return false;
-    const std::uint64_t w = state->load(std::memory_order_acquire);
+    const std::uint64_t w = state.load(std::memory_order_acquire);
     if (w & kWaitsQueued) return false;
     if (page_generation != current_fork_generation()) return false;
     return w == 0 || __atomic_load_n(completed, __ATOMIC_ACQUIRE) >= w;

@@ -24,9 +24,11 @@ namespace hostrt::detail::pool {
 struct ThreadCounters {
   // Rounded bytes this thread holds: allocated to its user or parked in its cache. A warm
   // allocate or free moves bytes between the two without changing this; allocated bytes are
-  // held - cached.
+  // held - cached (ThreadCache::cached_bytes).
   std::atomic<std::int64_t> held{0};
-  std::atomic<std::int64_t> cached{0};  // bytes parked in this thread's cache
+  // Bytes the cache may still take: its capacity less what is parked. Kept this way round
+  // so that the warm free's budget test is one load and a compare.
+  std::atomic<std::int64_t> room{0};
   std::atomic<std::int64_t> requested{0};
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
@@ -42,13 +44,27 @@ struct ThreadCounters {
   }
 };
 
+// The end of every bin's list: its address, 0, is what an empty bin's head_addr holds, so a
+// pop reads the next block's address without testing for the end first (the test was a
+// branch on the warm allocate). Never written, and never destroyed (threads exiting after
+// static destruction still pop and drain).
+union BinEnd {
+  BinEnd() : block() {}
+  ~BinEnd() {}
+  Block block;
+};
+inline BinEnd g_bin_end;
+inline Block* const kBinEnd = &g_bin_end.block;
+
 class ThreadCache {
  public:
   static constexpr std::size_t kDirectLimit = 16u << 10;
   static constexpr std::size_t kHashedBins = 64;
   static constexpr std::uint32_t kBinDepth = 8;
 
-  explicit ThreadCache(std::size_t capacity_bytes) noexcept : capacity_(capacity_bytes) {}
+  explicit ThreadCache(std::size_t capacity_bytes) noexcept : capacity_(capacity_bytes) {
+    counters.room.store(static_cast<std::int64_t>(capacity_bytes), std::memory_order_relaxed);
+  }
 
   // A cached block of exactly `rounded` bytes (block nullptr if none) and its address.
   struct Taken {
@@ -57,7 +73,7 @@ class ThreadCache {
   };
   // For rounded <= kDirectLimit: the warm path's pop, an indexed bin.
   [[gnu::always_inline]] Taken pop_direct(std::size_t rounded) noexcept {
-    return take(direct_[rounded / kAlignment - 1], rounded);
+    return take(direct_[rounded / kAlignment], rounded);
   }
   // For kDirectLimit < rounded <= kSmallLimit: a hashed bin's pop.
   Taken pop_hashed(std::size_t rounded) noexcept {
@@ -76,7 +92,7 @@ class ThreadCache {
     return push_hashed(b, addr, size);
   }
   bool push_hashed(Block* b, std::uintptr_t addr, std::size_t size) noexcept {
-    if (size > capacity_ - bytes() || size > kSmallLimit) return false;
+    if (size > room() || size > kSmallLimit) return false;
     Bin* bin = find(size);
     if (bin == nullptr) {
       // Two-way associative: a size takes whichever of its two bins is empty.
@@ -89,8 +105,8 @@ class ThreadCache {
   }
   // Whether push(b, addr, size) would park the block (changes nothing).
   bool can_push(std::size_t size) noexcept {
-    if (size > capacity_ - bytes()) return false;
-    if (size <= kDirectLimit) return direct_[size / kAlignment - 1].count < kBinDepth;
+    if (size > room()) return false;
+    if (size <= kDirectLimit) return direct_[size / kAlignment].count < kBinDepth;
     if (size > kSmallLimit) return false;
     if (Bin* bin = find(size)) return bin->count < kBinDepth;
     const std::size_t i = hashed_bin_of(size);
@@ -98,15 +114,16 @@ class ThreadCache {
   }
   // For 0 < size <= kDirectLimit: the warm path's push, onto an indexed bin.
   [[gnu::always_inline]] bool push_direct(Block* b, std::uintptr_t addr, std::size_t size) noexcept {
-    if (size > capacity_ - bytes()) return false;
-    return put(direct_[size / kAlignment - 1], b, addr, size);
+    if (size > room()) return false;
+    return put(direct_[size / kAlignment], b, addr, size);
   }
 
   // Empties the cache, handing each block to f.
   template <typename F>
   void drain(F&& f) {
     auto empty = [&f](Bin& bin) {
-      while (Block* b = bin.head) {
+      while (bin.head != kBinEnd) {
+        Block* b = bin.head;
         bin.head = b->cache_next;
         b->cache_next = nullptr;
         f(b);
@@ -116,11 +133,16 @@ class ThreadCache {
     };
     for (Bin& bin : direct_) empty(bin);
     for (Bin& bin : hashed_) empty(bin);
-    counters.cached.store(0, std::memory_order_relaxed);
+    counters.room.store(static_cast<std::int64_t>(capacity_), std::memory_order_relaxed);
   }
 
-  std::size_t bytes() const noexcept {
-    return static_cast<std::size_t>(counters.cached.load(std::memory_order_relaxed));
+  // Bytes parked here. Any thread (stats).
+  std::int64_t cached_bytes() const noexcept {
+    return static_cast<std::int64_t>(capacity_) - counters.room.load(std::memory_order_relaxed);
+  }
+  std::size_t bytes() const noexcept { return static_cast<std::size_t>(cached_bytes()); }
+  std::size_t room() const noexcept {
+    return static_cast<std::size_t>(counters.room.load(std::memory_order_relaxed));
   }
 
   std::size_t capacity() const noexcept { return capacity_; }
@@ -140,7 +162,7 @@ class ThreadCache {
 
  private:
   struct Bin {
-    Block* head = nullptr;
+    Block* head = kBinEnd;  // head_addr == 0: empty
     std::uintptr_t head_addr = 0;
     std::size_t size = 0;  // hashed bins: the size they hold (kept when emptied, until reused)
     std::uint32_t count = 0;
@@ -151,18 +173,18 @@ class ThreadCache {
     bin.head = b;
     bin.head_addr = addr;
     ++bin.count;
-    ThreadCounters::bump(counters.cached, size);
+    ThreadCounters::bump(counters.room, -static_cast<std::int64_t>(size));
     return true;
   }
   [[gnu::always_inline]] Taken take(Bin& bin, std::size_t rounded) noexcept {
-    Block* b = bin.head;
-    if (b == nullptr) return {nullptr, 0};
     const std::uintptr_t addr = bin.head_addr;
+    if (addr == 0) return {nullptr, 0};
+    Block* b = bin.head;
     Block* next = b->cache_next;
     bin.head = next;
-    bin.head_addr = next != nullptr ? next->addr : 0;
+    bin.head_addr = next->addr;  // kBinEnd's is 0
     --bin.count;
-    ThreadCounters::bump(counters.cached, -static_cast<std::int64_t>(rounded));
+    ThreadCounters::bump(counters.room, rounded);
     return {b, addr};
   }
   // The hashed bin holding blocks of this size, if any.
@@ -178,7 +200,9 @@ class ThreadCache {
     return static_cast<std::size_t>(((rounded >> 6) * 0x9E3779B97F4A7C15ull) >> 58);
   }
 
-  std::array<Bin, kDirectLimit / kAlignment> direct_{};
+  // Indexed by size / kAlignment, bin 0 unused: with the "- 1" GCC addressed one bin from
+  // two base registers on the warm free.
+  std::array<Bin, kDirectLimit / kAlignment + 1> direct_{};
   std::array<Bin, kHashedBins> hashed_{};
   std::size_t capacity_;
 
