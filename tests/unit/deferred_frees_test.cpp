@@ -2,16 +2,68 @@
 // with the freeing thread, which takes them back without the arena lock. These tests hold what
 // that must not cost: reuse safety, and the whole pool (other threads' synchronize, trim, an
 // allocation out of memory, the statistics, a thread's exit) still seeing every such block.
+#include "detail/pool/deferred_frees.hpp"
+
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <semaphore>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "pool_fakes.hpp"
 
 namespace hostrt::test {
 namespace {
+
+// The list itself: a ring whose oldest entry goes without moving the rest. Taking the oldest,
+// one in the middle, and sweeping keeps the others in free order, across the ring's wrap.
+TEST(DeferredFreesList, TakesKeepTheOthersInFreeOrderAcrossTheWrap) {
+  using detail::pool::Block;
+  using detail::pool::DeferredFrees;
+  constexpr std::size_t kN = DeferredFrees::kSlots;
+  std::vector<std::unique_ptr<Block>> blocks;
+  for (std::size_t i = 0; i < 3 * kN; ++i) {
+    blocks.push_back(std::make_unique<Block>());
+    blocks.back()->size = 64 * (i + 1);
+  }
+  DeferredFrees d;
+  std::vector<Block*> model;  // oldest first
+  auto listed = [&d] {
+    std::vector<Block*> v;
+    d.remove_if([&v](Block* b) {
+      v.push_back(b);
+      return false;
+    });
+    return v;
+  };
+  auto bytes_of = [](const std::vector<Block*>& v) {
+    std::size_t n = 0;
+    for (Block* b : v) n += b->size;
+    return n;
+  };
+  std::size_t next = 0;
+  for (int round = 0; round < 6; ++round) {
+    while (!d.full()) {
+      d.push(blocks[next % blocks.size()].get());
+      model.push_back(blocks[next++ % blocks.size()].get());
+    }
+    // The oldest, then one from the middle, then every third: the ring's head moves round.
+    Block* const oldest = model.front();
+    d.remove_if([&](Block* b) { return b == oldest; }, true);
+    model.erase(model.begin());
+    Block* const middle = model[model.size() / 2];
+    d.remove_if([&](Block* b) { return b == middle; }, true);
+    std::erase(model, middle);
+    std::size_t k = 0;
+    d.remove_if([&](Block*) { return k++ % 3 == 0; });
+    k = 0;
+    std::erase_if(model, [&](Block*) { return k++ % 3 == 0; });
+    ASSERT_EQ(listed(), model) << "round " << round;
+    ASSERT_EQ(d.bytes(), bytes_of(model)) << "round " << round;
+  }
+}
 
 // Every reserved byte is somewhere: the identity a block lost between lists would break.
 void expect_accounted(const PoolStats& st) {

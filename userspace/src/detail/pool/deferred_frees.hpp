@@ -50,36 +50,50 @@ class alignas(64) DeferredFrees {
 
   // b is Pending, with its waits and the references keeping their streams alive.
   void push(Block* b) noexcept {
-    blocks_[count_++] = b;
+    at(count_++) = b;
     bytes_ += b->size;
   }
   // Removes every block for which take(b) returns true, oldest first, keeping the order of the
   // rest (the oldest frees are the likeliest to have ended: a scan for one stops early). take
   // may hand the block on (to the arena, which may merge it away). Stops after the first block
-  // taken when `first_only`.
+  // taken when `first_only`: then only the blocks before it move (none, when it is the oldest),
+  // where compacting the whole list on every take cost more than the rest of the allocation.
   template <typename F>
   void remove_if(F&& take, bool first_only = false) {
-    std::size_t kept = 0;
-    std::size_t i = 0;
-    for (; i < count_; ++i) {
-      Block* b = blocks_[i];
-      const std::size_t size = b->size;
-      if (take(b)) {
-        bytes_ -= size;
-        if (first_only) {
-          ++i;
-          break;
+    if (first_only) {
+      for (std::size_t k = 0; k < count_; ++k) {
+        Block* b = at(k);
+        const std::size_t size = b->size;
+        if (take(b)) {
+          bytes_ -= size;
+          for (std::size_t j = k; j > 0; --j) at(j) = at(j - 1);
+          head_ = (head_ + 1) & kMask;
+          --count_;
+          return;
         }
-      } else {
-        blocks_[kept++] = b;
       }
+      return;
     }
-    for (; i < count_; ++i) blocks_[kept++] = blocks_[i];
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k < count_; ++k) {
+      Block* b = at(k);
+      const std::size_t size = b->size;
+      if (take(b))
+        bytes_ -= size;
+      else
+        at(kept++) = b;
+    }
     count_ = kept;
   }
 
  private:
+  static constexpr std::size_t kMask = kSlots - 1;
+  static_assert((kSlots & kMask) == 0, "a ring of a power of two");
+  // The k-th oldest block: a ring, so that taking the oldest moves nothing.
+  Block*& at(std::size_t k) noexcept { return blocks_[(head_ + k) & kMask]; }
+
   std::array<Block*, kSlots> blocks_{};
+  std::size_t head_ = 0;
   std::size_t count_ = 0;
   std::size_t bytes_ = 0;
 };
