@@ -11,6 +11,7 @@
 // read by stats() from any thread.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -104,8 +105,9 @@ class ThreadCache {
     return put(*bin, b, addr, size);
   }
   // Whether push(b, addr, size) would park the block (changes nothing).
-  bool can_push(std::size_t size) noexcept {
-    if (size > room()) return false;
+  bool can_push(std::size_t size) noexcept { return size <= room() && has_bin_for(size); }
+  // Whether a block of `size` would have a bin if the budget had room for it.
+  bool has_bin_for(std::size_t size) noexcept {
     if (size <= kDirectLimit) return direct_[size / kAlignment].count < kBinDepth;
     if (size > kSmallLimit) return false;
     if (Bin* bin = find(size)) return bin->count < kBinDepth;
@@ -116,6 +118,39 @@ class ThreadCache {
   [[gnu::always_inline]] bool push_direct(Block* b, std::uintptr_t addr, std::size_t size) noexcept {
     if (size > room()) return false;
     return put(direct_[size / kAlignment], b, addr, size);
+  }
+
+  // Whether evict_smaller(size, f) would make room (changes nothing): the budget can hold the
+  // block, its bin has space, and the cached blocks smaller than it free enough.
+  bool can_evict_for(std::size_t size) noexcept {
+    if (size > capacity_ || size > kSmallLimit || !has_bin_for(size)) return false;
+    std::size_t smaller = 0;
+    for (const Bin& bin : hashed_)
+      if (bin.count != 0 && bin.size < size) smaller += bin.size * bin.count;
+    for (std::size_t i = 1; i <= last_direct_below(size); ++i) smaller += direct_[i].count * i * kAlignment;
+    return room() + smaller >= size;
+  }
+  // Makes room for a block of `size`, which can_evict_for said possible, by handing cached
+  // blocks smaller than it to f, largest first (the fewest go). Never one as large as it.
+  template <typename F>
+  void evict_smaller(std::size_t size, F&& f) {
+    while (room() < size) {
+      Bin* best = nullptr;
+      std::size_t best_size = 0;
+      for (Bin& bin : hashed_)
+        if (bin.count != 0 && bin.size < size && bin.size > best_size) {
+          best = &bin;
+          best_size = bin.size;
+        }
+      for (std::size_t i = last_direct_below(size); best == nullptr && i >= 1; --i)
+        if (direct_[i].count != 0) {
+          best = &direct_[i];
+          best_size = i * kAlignment;
+        }
+      Block* b = take(*best, best_size).block;
+      b->cache_next = nullptr;
+      f(b);
+    }
   }
 
   // Empties the cache, handing each block to f.
@@ -149,6 +184,9 @@ class ThreadCache {
 
   ThreadCounters counters;
   std::uint64_t epoch_seen = 0;  // the pool's flush epoch this cache last obeyed
+  // The size of the last free with nothing to wait for that this cache had no room for (the
+  // slow free's alone): the same size again may evict smaller blocks (evict_smaller).
+  std::size_t last_unparked = 0;
 
   // The segment this thread last freed into, so that most frees skip the page map's three
   // levels. Valid while the arena's detach epoch is unchanged: a segment is only detached
@@ -186,6 +224,10 @@ class ThreadCache {
     --bin.count;
     ThreadCounters::bump(counters.room, rounded);
     return {b, addr};
+  }
+  // The largest direct bin index whose size is below `size`.
+  static std::size_t last_direct_below(std::size_t size) noexcept {
+    return std::min(kDirectLimit / kAlignment, (size - 1) / kAlignment);
   }
   // The hashed bin holding blocks of this size, if any.
   Bin* find(std::size_t rounded) noexcept {
