@@ -125,9 +125,10 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void deallocate_hashed(Block* b, void* p, std::size_t size, StreamRef stream);
   static void park(ThreadCache& tc, Block* b) noexcept;
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
-  // A free that fits the thread cache once smaller cached blocks go back to the arena.
+  // A free that fits the thread cache once smaller cached blocks go back to the arena; false
+  // when a flush request came first (the block went to the arena, the cache was drained).
   template <typename Commit>
-  void park_evicting(ThreadCache& tc, Block* b, Commit& commit);
+  bool park_evicting(ThreadCache& tc, Block* b, Commit& commit);
   template <typename Commit>
   void free_locked_path(ThreadCache& tc, Block* b, Commit& commit);
   // A thread's deferred frees (DeferredFrees): keep a waiting free with the thread (false:

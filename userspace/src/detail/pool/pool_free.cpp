@@ -203,9 +203,10 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
   // later request fits (pool_bench's growing trace: reserved / peak 1.026 -> 1.051).
   if (!b->waiting() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) {
     if (tc.last_unparked == size && tc.can_evict_for(size)) {
-      park_evicting(tc, b, commit);
+      const bool parked = park_evicting(tc, b, commit);
       ThreadCounters::bump(c.requested, -requested);
       ThreadCounters::bump(c.deallocations, 1);
+      if (!parked) ThreadCounters::bump(c.held, -static_cast<std::int64_t>(size));
       return;
     }
     tc.last_unparked = size;
@@ -259,9 +260,17 @@ bool PoolCore::defer_free(ThreadCache& tc, Block* b, Commit& commit) {
 }
 
 template <typename Commit>
-void PoolCore::park_evicting(ThreadCache& tc, Block* b, Commit& commit) {
+bool PoolCore::park_evicting(ThreadCache& tc, Block* b, Commit& commit) {
   SegmentList doomed;  // destroyed after the lock
   std::lock_guard lk(mu_);
+  if (tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed)) {
+    // trim() asked for every cache since the check: the block and the cache go back.
+    commit();
+    arena_.free(b);
+    drain_locked(tc);
+    release_above_retained_locked(doomed);
+    return false;
+  }
   std::int64_t evicted = 0;
   tc.evict_smaller(b->size, [&](Block* x) {
     evicted += static_cast<std::int64_t>(x->size);  // arena_.free may merge x away
@@ -273,6 +282,7 @@ void PoolCore::park_evicting(ThreadCache& tc, Block* b, Commit& commit) {
   (void)parked;  // can_evict_for said it would fit
   b->set_state(BlockState::Cached);
   release_above_retained_locked(doomed);
+  return true;
 }
 
 template <typename Commit>
