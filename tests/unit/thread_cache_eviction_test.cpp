@@ -1,12 +1,13 @@
-// A free the thread cache has no room for may take the room of smaller cached blocks (they go
-// back to the arena) when the thread's last such free was of the same size, so a thread that
-// frees and allocates one large size again keeps it warm beside a few small blocks. Never
-// for a drifting size, never the other way round, never past the budget, never losing a
-// byte of the pool's accounting.
+// A free the thread cache has no room for may take the room of other cached blocks (they go
+// back to the arena) when its size came back without room before, so a thread that frees and
+// allocates one large size again keeps it warm beside a few small blocks, and a phase of
+// small blocks after a large one gets the cache back. Never for a drifting size, never past
+// the budget, never losing a byte of the pool's accounting.
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "detail/pool/thread_cache.hpp"
 #include "pool_fakes.hpp"
 
 namespace hostrt::test {
@@ -29,8 +30,13 @@ class ThreadCacheEviction : public ::testing::Test {
     for (std::size_t n : sizes) held.push_back(pool->allocate(n, {}));
     for (void* p : held) pool->deallocate(p, {});
   }
-  // A pair of `bytes`: the first free of a size without room is not parked, the second may be.
+  // A pair of `bytes`.
   void pair(std::size_t bytes) { pool->deallocate(pool->allocate(bytes, {}), {}); }
+  // The frees of a size without room that go to the arena before one may evict.
+  static constexpr std::uint32_t kBefore = detail::pool::ThreadCache::kEvictAfter - 1;
+  void pairs_before_eviction(std::size_t bytes) {
+    for (std::uint32_t i = 0; i < kBefore; ++i) pair(bytes);
+  }
 };
 
 // The 1 MiB pair of pool_bench: the cache already holds smaller blocks (341 KiB of them), so
@@ -40,8 +46,9 @@ TEST_F(ThreadCacheEviction, ALargeFreeTakesTheRoomOfSmallerCachedBlocks) {
   const std::size_t small = pool->stats().cached_bytes;
   ASSERT_EQ(small, 64u + 256 + 1024 + 4096 + 16384 + 65536 + 262144);
 
-  pair(kMiB);
-  EXPECT_EQ(pool->stats().cached_bytes, small) << "a size's first free without room evicted";
+  pairs_before_eviction(kMiB);
+  EXPECT_EQ(pool->stats().cached_bytes, small)
+      << "a size evicted before it came back " << kBefore << " times";
   void* big = pool->allocate(kMiB, {});
   pool->deallocate(big, {});
   PoolStats st = pool->stats();
@@ -67,7 +74,7 @@ TEST_F(ThreadCacheEviction, ALargeFreeTakesTheRoomOfSmallerCachedBlocks) {
 TEST_F(ThreadCacheEviction, TheFewestLargestSmallerBlocksGo) {
   constexpr std::size_t k256 = 256 << 10, k384 = 384 << 10;
   park({64, 1024, k256, k256, k256});
-  pair(k384);
+  pairs_before_eviction(k384);
   void* p = pool->allocate(k384, {});
   pool->deallocate(p, {});
   const PoolStats st = pool->stats();
@@ -81,29 +88,37 @@ TEST_F(ThreadCacheEviction, TheFewestLargestSmallerBlocksGo) {
   pool->deallocate(b, {});
 }
 
-// A small free never evicts a larger block: the 1 MiB block stays, the 64 B one goes to the
-// arena (both directions evicting would make a thread alternating the two sizes thrash).
-TEST_F(ThreadCacheEviction, ASmallFreeDoesNotEvictALargerBlock) {
-  pair(kMiB);
+// A small size evicts a larger cached block too, but only once it comes back without room:
+// after a phase of 1 MiB blocks, a phase of 64 B ones would otherwise go through the arena
+// lock for good (pool_bench's two-pool pair after its 1 MiB pair: 15x the single pair).
+TEST_F(ThreadCacheEviction, ASmallSizeEvictsAStaleLargerBlockWhenItComesBack) {
+  pairs_before_eviction(kMiB);
   void* big = pool->allocate(kMiB, {});
   void* small = pool->allocate(64, {});
   pool->deallocate(big, {});
   ASSERT_EQ(pool->stats().cached_bytes, kMiB);
   pool->deallocate(small, {});
-  void* again = pool->allocate(64, {});
-  pool->deallocate(again, {});  // the same size without room twice
-  const PoolStats st = pool->stats();
-  EXPECT_EQ(st.cached_bytes, kMiB);
+  for (std::uint32_t i = 1; i < kBefore; ++i) pair(64);
+  EXPECT_EQ(pool->stats().cached_bytes, kMiB) << "a size evicted before it came back " << kBefore << " times";
+  pair(64);  // once more without room
+  PoolStats st = pool->stats();
+  EXPECT_EQ(st.cached_bytes, 64u) << "the stale 1 MiB block kept the 64 B size off the cache";
   EXPECT_EQ(st.allocated_bytes, 0u);
   expect_accounted(st);
+  const std::uint64_t misses = st.misses;
+  for (int i = 0; i < 4; ++i) pair(64);
+  EXPECT_EQ(pool->stats().cached_bytes, 64u);
+  EXPECT_EQ(pool->stats().misses, misses);
 }
 
 // Sizes creeping up (the growing trace) never repeat, so they evict nothing: each would park a
-// block no later request fits.
+// block no later request fits. Nor do sizes that recur among others (two sizes in turn).
 TEST_F(ThreadCacheEviction, ADriftingSizeEvictsNothing) {
   park({64, 1024, 65536, 262144});
   const std::size_t small = pool->stats().cached_bytes;
   for (std::size_t n = 800 << 10; n < kMiB; n += 256) pair(n);
+  EXPECT_EQ(pool->stats().cached_bytes, small);
+  for (int i = 0; i < 4 * static_cast<int>(kBefore); ++i) pair(i % 2 == 0 ? kMiB : 900 << 10);
   EXPECT_EQ(pool->stats().cached_bytes, small);
   expect_accounted(pool->stats());
 }
@@ -115,7 +130,7 @@ TEST_F(ThreadCacheEviction, NothingGoesForABlockTheBudgetCannotHold) {
   o.thread_cache_bytes = 512 << 10;
   pool = make_fake_pool(src, o);
   park({64, 4096});
-  pair(kMiB);
+  pairs_before_eviction(kMiB);
   pair(kMiB);
   EXPECT_EQ(pool->stats().cached_bytes, 64u + 4096);
 

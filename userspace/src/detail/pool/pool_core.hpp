@@ -125,7 +125,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void deallocate_hashed(Block* b, void* p, std::size_t size, StreamRef stream);
   static void park(ThreadCache& tc, Block* b) noexcept;
   void hand_out(ThreadCache& tc, Block* b, std::size_t bytes, StreamRef home) noexcept;
-  // A free that fits the thread cache once smaller cached blocks go back to the arena; false
+  // A free that fits the thread cache once other cached blocks go back to the arena; false
   // when a flush request came first (the block went to the arena, the cache was drained).
   template <typename Commit>
   bool park_evicting(ThreadCache& tc, Block* b, Commit& commit);

@@ -196,20 +196,20 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
     ThreadCounters::bump(c.deallocations, 1);
     return;
   }
-  // No room in the cache: smaller cached blocks may give theirs, under the arena lock the
-  // free would take anyway, so that a thread freeing and allocating one large size again (a
-  // 1 MiB staging buffer beside a few small blocks) keeps it warm. Only for a size this
-  // thread's last unparked free had too: a series of drifting sizes would park blocks no
-  // later request fits (pool_bench's growing trace: reserved / peak 1.026 -> 1.051).
+  // No room in the cache: blocks of other sizes may give theirs, under the arena lock the
+  // free would take anyway, when this size keeps coming back without room (a thread freeing
+  // and allocating one large size again, a 1 MiB staging buffer beside a few small blocks,
+  // or a phase of small blocks after a large one). Not a size's first such free: a series of
+  // drifting sizes would park blocks no later request fits (pool_bench's growing trace:
+  // reserved / peak 1.026 -> 1.051).
   if (!b->waiting() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) {
-    if (tc.last_unparked == size && tc.can_evict_for(size)) {
+    if (tc.unparked_again(size) && tc.can_evict_for(size)) {
       const bool parked = park_evicting(tc, b, commit);
       ThreadCounters::bump(c.requested, -requested);
       ThreadCounters::bump(c.deallocations, 1);
       if (!parked) ThreadCounters::bump(c.held, -static_cast<std::int64_t>(size));
       return;
     }
-    tc.last_unparked = size;
   }
   // Work still uses it: the thread keeps the free (no lock shared with other threads) when
   // its list has room; the pool's shared queues take it otherwise.
@@ -272,7 +272,7 @@ bool PoolCore::park_evicting(ThreadCache& tc, Block* b, Commit& commit) {
     return false;
   }
   std::int64_t evicted = 0;
-  tc.evict_smaller(b->size, [&](Block* x) {
+  tc.evict_for(b->size, [&](Block* x) {
     evicted += static_cast<std::int64_t>(x->size);  // arena_.free may merge x away
     arena_.free(x);
   });
