@@ -396,57 +396,54 @@ void BM_PendingHost_pool(benchmark::State& st) {
   st.SetItemsProcessed(st.iterations() * 2);
 }
 
-// Blocks per second of `threads` threads on that path for 250 ms. The scaling metric runs 1
-// and 2 threads in turn, best of 7 each: on this shared machine a figure drifts by a third
-// from one run of the process to the next, which a 1-thread run long before the 2-thread one
+// Units per second of `threads` threads for 250 ms, thread t running run(t, stop) until stop
+// is set and returning the units it did.
+template <typename Run>
+double rate_of(std::size_t threads, Run run) {
+  std::atomic<bool> stop{false}, go{false};
+  std::atomic<std::uint64_t> units{0};
+  std::vector<std::thread> ts;
+  for (std::size_t t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      units += run(t, stop);
+    });
+  const auto start = std::chrono::steady_clock::now();
+  go = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  stop = true;
+  for (auto& x : ts) x.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return static_cast<double>(units.load()) / s;
+}
+
+// Blocks per second of `threads` threads on that path. The scaling metric runs 1 and 2
+// threads in turn, best of 7 each: on this shared machine a figure drifts by a third from
+// one run of the process to the next, which a 1-thread run long before the 2-thread one
 // turned into ratios from 1.4 to 2.1.
 double pending_host_rate(std::size_t threads) {
   auto& e = HostPendingEnv::get();
-  std::atomic<bool> stop{false}, go{false};
-  std::atomic<std::uint64_t> blocks{0};
-  std::vector<std::thread> ts;
-  for (std::size_t t = 0; t < threads; ++t)
-    ts.emplace_back([&, t] {
-      while (!go.load()) std::this_thread::yield();
-      std::uint64_t round = 0;
-      while (!stop.load(std::memory_order_relaxed)) pending_host_round(e, t, ++round);
-      for (auto& x : {e.streams[2 * t].get(), e.streams[2 * t + 1].get()}) x->complete_all();
-      blocks += 2 * round;
-    });
-  const auto start = std::chrono::steady_clock::now();
-  go = true;
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  stop = true;
-  for (auto& x : ts) x.join();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return static_cast<double>(blocks.load()) / s;
+  return rate_of(threads, [&e](std::size_t t, const std::atomic<bool>& stop) {
+    std::uint64_t round = 0;
+    while (!stop.load(std::memory_order_relaxed)) pending_host_round(e, t, ++round);
+    for (auto& x : {e.streams[2 * t].get(), e.streams[2 * t + 1].get()}) x->complete_all();
+    return 2 * round;
+  });
 }
 
-// Rounds per second of `threads` threads each running a hash loop on a register for 250 ms:
-// no memory, no sharing, so its 1 -> 2 thread scaling is the machine's (two cores of a
-// shared host, which neighbours and frequency changes keep below 2).
+// Rounds per second of `threads` threads each running a hash loop on a register: no memory,
+// no sharing, so its 1 -> 2 thread scaling is the machine's (two cores of a shared host,
+// which neighbours and frequency changes keep below 2).
 double compute_rate(std::size_t threads) {
-  std::atomic<bool> stop{false}, go{false};
-  std::atomic<std::uint64_t> rounds{0};
-  std::vector<std::thread> ts;
-  for (std::size_t t = 0; t < threads; ++t)
-    ts.emplace_back([&, t] {
-      while (!go.load()) std::this_thread::yield();
-      std::uint64_t x = t + 1, n = 0;
-      while (!stop.load(std::memory_order_relaxed)) {
-        for (int i = 0; i < 64; ++i) x = x * 0x9E3779B97F4A7C15ull + (x >> 29);
-        ++n;
-      }
-      benchmark::DoNotOptimize(x);
-      rounds += n;
-    });
-  const auto start = std::chrono::steady_clock::now();
-  go = true;
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  stop = true;
-  for (auto& x : ts) x.join();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return static_cast<double>(rounds.load()) / s;
+  return rate_of(threads, [](std::size_t t, const std::atomic<bool>& stop) {
+    std::uint64_t x = t + 1, n = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (int i = 0; i < 64; ++i) x = x * 0x9E3779B97F4A7C15ull + (x >> 29);
+      ++n;
+    }
+    benchmark::DoNotOptimize(x);
+    return n;
+  });
 }
 
 // A warm thread beside a thread on the pending path, against the same warm thread beside
