@@ -8,7 +8,6 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <shared_mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "detail/access.hpp"
 #include "detail/c_api_support.hpp"
 #include "detail/device_core.hpp"
+#include "detail/free_gate.hpp"
 #include "hostrt/hostrt.h"
 #include "hostrt/hostrt.hpp"
 #include "hostrt/hostrt_pool.h"
@@ -115,9 +115,9 @@ struct Retired {
   std::mutex m;
   std::vector<std::unique_ptr<hrtPool>> pools;
   std::atomic<bool> any{false};  // hrtFreeAsync's check, without the lock
-  // Held shared by every hrtFreeAsync for its whole call, exclusively to destroy a pool: a
-  // free that found a retired pool may still be inside it when its last block is back.
-  std::shared_mutex frees;
+  // Passed by every hrtFreeAsync for its whole call, closed to destroy a pool: a free that
+  // found a retired pool may still be inside it when its last block is back.
+  hostrt::detail::FreeGate frees;
 };
 Retired& retired() {
   static Retired* r = new Retired;
@@ -148,8 +148,7 @@ void reap_retired() {
     r.any.store(!r.pools.empty(), std::memory_order_release);
   }
   if (done.empty()) return;
-  std::unique_lock wait_frees(r.frees);
-  done.clear();
+  r.frees.closed([&done] { done.clear(); });
 }
 
 void retire(hrtPool* pool) {
@@ -415,7 +414,7 @@ hrtError_t hrtMallocAsync(void** ptr, size_t size, hrtStream_t stream) {
 hrtError_t hrtFreeAsync(void* ptr, hrtStream_t stream) {
   const hrtError_t rc = guarded(__func__, [&] {
     if (ptr == nullptr) return;
-    std::shared_lock no_pool_destroyed(retired().frees);
+    const hostrt::detail::FreeGate::Inside no_pool_destroyed(retired().frees);
     hostrt::Pool* owner = hostrt::detail::find_pool(ptr);
     expect(owner != nullptr, hrtErrorInvalidValue, "pointer was not allocated from a pool");
     if (stream != nullptr) {

@@ -199,9 +199,7 @@ void PoolCore::deallocate(void* p, StreamRef stream) {
   // No room in the cache: blocks of other sizes may give theirs, under the arena lock the
   // free would take anyway, when this size keeps coming back without room (a thread freeing
   // and allocating one large size again, a 1 MiB staging buffer beside a few small blocks,
-  // or a phase of small blocks after a large one). Not a size's first such free: a series of
-  // drifting sizes would park blocks no later request fits (pool_bench's growing trace:
-  // reserved / peak 1.026 -> 1.051).
+  // or a phase of small blocks after a large one): ThreadCache::unparked_again says when.
   if (!b->waiting() && tc.epoch_seen == flush_epoch_.load(std::memory_order_relaxed)) {
     if (tc.unparked_again(size) && tc.can_evict_for(size)) {
       const bool parked = park_evicting(tc, b, commit);
