@@ -65,6 +65,18 @@ Block* Arena::fit_in(std::size_t rounded, SizeClass cls) {
     }
   }
   if (it == idx.end()) return nullptr;
+  return take(idx, it, rounded);
+}
+
+Block* Arena::fit_after(const Block* b, std::size_t rounded) {
+  Block* n = b->next;
+  if (n == nullptr || n->load_state() != BlockState::Free || n->size < rounded || n->segment->dedicated)
+    return nullptr;
+  FreeIndex& idx = index(n->segment);
+  return take(idx, idx.find(n), rounded);
+}
+
+Block* Arena::take(FreeIndex& idx, FreeIndex::iterator it, std::size_t rounded) {
   Block* b = *it;
   if (b->size > rounded) {
     // The remainder goes into the index first: the only step that can fail (bad_alloc for

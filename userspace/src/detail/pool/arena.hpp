@@ -41,6 +41,10 @@ class Arena {
   Block* fit(std::size_t rounded) { return fit_in(rounded, size_class_of(rounded)); }
   // The same in the segments of class `cls`: the pool's last resort before growing.
   Block* fit_in(std::size_t rounded, SizeClass cls);
+  // The next `rounded` bytes right after block b (which the caller holds), split off the free
+  // block that follows it in its segment; nullptr when that block is not free, too small,
+  // or of a dedicated segment. Taken out of the index as fit's are.
+  Block* fit_after(const Block* b, std::size_t rounded);
   // Back into the index, merged with free neighbours.
   void free(Block* b) noexcept;
   // Throws std::bad_alloc (page-map nodes); on throw the segment is not taken.
@@ -82,6 +86,8 @@ class Arena {
   void add_free(Segment* s, std::size_t bytes) noexcept;
   void sub_free(Segment* s, std::size_t bytes) noexcept;
   void set_slot(Block* b, Block* value) noexcept;
+  // Free block b of index idx (at it), split to `rounded` and taken out of the index.
+  Block* take(FreeIndex& idx, FreeIndex::iterator it, std::size_t rounded);
   std::unique_ptr<Segment> detach(Segment* s) noexcept;
   // Idle segments (of class `only`, when given), largest first.
   std::vector<Segment*> idle_largest_first(const SizeClass* only = nullptr) const;

@@ -125,6 +125,7 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
     if (b != nullptr) {
       hand_out(tc, b, bytes, home);
       ThreadCounters::bump(tc.counters.held, b->size);
+      carve_ahead_locked(tc, b);
       if (grew) ++grown_allocations_;
       sample_peaks_locked();
       trace::emit(trace::Kind::PoolAlloc, b->addr, b->size, b->home_id,
@@ -184,6 +185,35 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
     flush_epoch_.fetch_add(1, std::memory_order_relaxed);
     lk.unlock();
     throw_out_of_memory(bytes, source_refused ? "the driver refused a new segment" : "max_bytes reached");
+  }
+}
+
+// A thread that takes blocks of one small size from the arena twice in a row (a working set
+// growing, as the pending path's does until its first jobs end) gets the next few blocks of
+// that size after b parked in its cache, so that its blocks lie together. Taken one at a
+// time, two threads' blocks alternated in one segment: the pending path's 1 -> 2 thread
+// scaling was 1.3-1.7 where a pool per thread gave 1.8-2.0 in the same turns (pool_bench
+// pool_pending_path_scaling_unshared). Only from the free space right after b, so the pool
+// never grows for it; a thread that stops using the size gives them back at its next flush.
+void PoolCore::carve_ahead_locked(ThreadCache& tc, const Block* b) noexcept {
+  const std::size_t size = b->size;
+  if (!tc.arena_again(size) || size > kCarveLimit ||
+      tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed))
+    return;
+  const Block* last = b;
+  for (std::size_t i = 0; i < kCarveAhead && tc.can_push(size); ++i) {
+    Block* x = nullptr;
+    try {
+      x = arena_.fit_after(last, size);
+    } catch (const std::bad_alloc&) {
+    }
+    if (x == nullptr) return;
+    x->home_id = 0;
+    x->set_state(BlockState::Cached);
+    const bool parked = tc.push(x, x->addr, size);
+    (void)parked;  // can_push said it fits
+    ThreadCounters::bump(tc.counters.held, size);
+    last = x;
   }
 }
 

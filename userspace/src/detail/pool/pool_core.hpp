@@ -118,6 +118,10 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // The warm allocate above ThreadCache::kDirectLimit (a hashed bin's pop), tail-called.
   void* allocate_hashed(ThreadCache& tc, std::size_t bytes, StreamRef home);
   void* allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::size_t rounded, StreamRef home);
+  void carve_ahead_locked(ThreadCache& tc, const Block* b) noexcept;
+  // carve_ahead_locked: how many blocks, and up to which size (the indexed bins' sizes).
+  static constexpr std::size_t kCarveAhead = 3;
+  static constexpr std::size_t kCarveLimit = 16u << 10;
   void deallocate_slow(void* p, StreamRef stream);
   // The warm free of a block above ThreadCache::kDirectLimit: its push is not inlined, so it is
   // tail-called, and the warm free itself makes no call.

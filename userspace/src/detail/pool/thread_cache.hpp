@@ -168,6 +168,14 @@ class ThreadCache {
   }
   static constexpr std::uint32_t kEvictAfter = 8;
 
+  // Whether this thread's last arena allocation was of this size too (the slow allocate's
+  // alone): a working set of one size growing, which PoolCore::carve_ahead_locked serves.
+  bool arena_again(std::size_t size) noexcept {
+    const bool again = size == arena_size_;
+    arena_size_ = size;
+    return again;
+  }
+
   // Empties the cache, handing each block to f.
   template <typename F>
   void drain(F&& f) {
@@ -257,6 +265,7 @@ class ThreadCache {
   std::size_t capacity_;
   std::size_t unparked_size_ = 0;
   std::uint32_t unparked_run_ = 0;
+  std::size_t arena_size_ = 0;
 
  public:
   // Last: the slow paths' alone, away from what the warm paths read.
