@@ -94,5 +94,46 @@ TEST(CarveAhead, TrimTakesTheCarvedBlocksBack) {
   EXPECT_EQ(st.reserved_bytes, 0u);
 }
 
+// Under max_bytes every free byte stays for whoever asks next: blocks carved into one thread's
+// cache would make another thread's allocation fail where it fit before.
+TEST(CarveAhead, NotInAPoolWithAByteLimit) {
+  auto src = std::make_shared<SourceCounters>();
+  PoolOptions o;
+  o.max_bytes = 64 * kBlock;
+  o.min_segment_bytes = 64 * kBlock;
+  auto pool = make_fake_pool(src, o);
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  std::thread other([&] {
+    void* a = pool->allocate(kBlock, {});
+    void* b = pool->allocate(kBlock, {});
+    std::unique_lock lk(m);
+    step = 1;
+    cv.notify_all();
+    cv.wait(lk, [&] { return step == 2; });
+    pool->deallocate(a, {});
+    pool->deallocate(b, {});
+  });
+  {
+    std::unique_lock lk(m);
+    cv.wait(lk, [&] { return step == 1; });
+  }
+  std::vector<void*> mine;
+  try {
+    for (;;) mine.push_back(pool->allocate(kBlock, {}));
+  } catch (const OutOfMemory&) {
+  }
+  EXPECT_EQ(mine.size(), 62u) << "the other thread holds two blocks and must cache none";
+  EXPECT_EQ(src->allocations, 1u);
+  {
+    std::lock_guard lk(m);
+    step = 2;
+  }
+  cv.notify_all();
+  other.join();
+  for (void* p : mine) pool->deallocate(p, {});
+}
+
 }  // namespace
 }  // namespace hostrt::test

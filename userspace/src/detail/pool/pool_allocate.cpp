@@ -195,9 +195,11 @@ void* PoolCore::allocate_from_arena(ThreadCache& tc, std::size_t bytes, std::siz
 // scaling was 1.3-1.7 where a pool per thread gave 1.8-2.0 in the same turns (pool_bench
 // pool_pending_path_scaling_unshared). Only from the free space right after b, so the pool
 // never grows for it; a thread that stops using the size gives them back at its next flush.
+// Not under a byte limit: there every free byte stays for whoever asks next (blocks idle in
+// one thread's cache would fail another thread's allocation that fits today).
 void PoolCore::carve_ahead_locked(ThreadCache& tc, const Block* b) noexcept {
   const std::size_t size = b->size;
-  if (!tc.arena_again(size) || size > kCarveLimit ||
+  if (!tc.arena_again(size) || size > kCarveLimit || options_.max_bytes != kNoLimit ||
       tc.epoch_seen != flush_epoch_.load(std::memory_order_relaxed))
     return;
   const Block* last = b;

@@ -122,6 +122,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // carve_ahead_locked: how many blocks, and up to which size (the indexed bins' sizes).
   static constexpr std::size_t kCarveAhead = 3;
   static constexpr std::size_t kCarveLimit = 16u << 10;
+  static constexpr std::size_t kNoLimit = PoolOptions{}.max_bytes;
   void deallocate_slow(void* p, StreamRef stream);
   // The warm free of a block above ThreadCache::kDirectLimit: its push is not inlined, so it is
   // tail-called, and the warm free itself makes no call.
