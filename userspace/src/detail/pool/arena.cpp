@@ -73,7 +73,8 @@ Block* Arena::fit_after(const Block* b, std::size_t rounded) {
   if (n == nullptr || n->load_state() != BlockState::Free || n->size < rounded || n->segment->dedicated)
     return nullptr;
   FreeIndex& idx = index(n->segment);
-  return take(idx, idx.find(n), rounded);
+  const auto it = idx.find(n);
+  return it == idx.end() ? nullptr : take(idx, it, rounded);  // a free block is always indexed
 }
 
 Block* Arena::take(FreeIndex& idx, FreeIndex::iterator it, std::size_t rounded) {
