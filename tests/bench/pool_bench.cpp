@@ -546,7 +546,7 @@ double warm_rate_beside(bool pending_neighbour) {
   std::uint64_t pairs = 0;
   const auto start = std::chrono::steady_clock::now();
   auto now = start;
-  while (now - start < std::chrono::milliseconds(300)) {
+  while (now - start < kWindow) {
     for (int i = 0; i < 256; ++i) {
       void* p = e.pool.allocate(1024, mine);
       touch(p);
@@ -930,11 +930,11 @@ int main(int argc, char** argv) {
   const double r1 = best_ips("Pending4/pool/", "threads:1"), r8 = best_ips("Pending4/pool/", "threads:8");
   if (r1 > 0 && r8 > 0) metric("pool_pending_8x4_scaling", r8 / r1, "ratio");
 
-  // 2c. A warm thread beside a pending-path thread vs beside a warm one: best of 5
-  // alternating runs each (run with the pending-path benchmarks).
+  // 2c. A warm thread beside a pending-path thread vs beside a warm one: the best window of
+  // each, in turn (run with the pending-path benchmarks).
   if (q1 > 0) {
     double beside_pending = 0, beside_warm = 0;
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < kTurns; ++i) {
       beside_warm = std::max(beside_warm, warm_rate_beside(false));
       beside_pending = std::max(beside_pending, warm_rate_beside(true));
     }
