@@ -291,16 +291,20 @@ void BM_Lookup_registry(benchmark::State& st) {
 const std::size_t kMix[16] = {64,   100,  256,   520,   1024,  1100,  4096,  4160,
                               8192, 9000, 16448, 32768, 33000, 65536, 65600, 2048};
 
+// One batch: the sixteen allocated and touched, then freed in reverse.
+template <typename Alloc, typename Free>
+void mix_round(Alloc& alloc, Free& dealloc) {
+  void* live[16];
+  for (int i = 0; i < 16; ++i) {
+    live[i] = alloc(kMix[i]);
+    touch(live[i]);
+  }
+  for (int i = 15; i >= 0; --i) dealloc(live[i]);
+}
+
 template <typename Alloc, typename Free>
 void mix_loop(benchmark::State& st, Alloc&& alloc, Free&& dealloc) {
-  void* live[16];
-  for (auto _ : st) {
-    for (int i = 0; i < 16; ++i) {
-      live[i] = alloc(kMix[i]);
-      touch(live[i]);
-    }
-    for (int i = 15; i >= 0; --i) dealloc(live[i]);
-  }
+  for (auto _ : st) mix_round(alloc, dealloc);
   st.SetItemsProcessed(st.iterations() * 16);
 }
 
@@ -317,19 +321,11 @@ void BM_Mix_mimalloc(benchmark::State& st) {
       st, [&](std::size_t n) { return m.malloc(n); }, [&](void* p) { m.free(p); });
 }
 
-// The batch above as a loop until `stop`: blocks allocated and freed.
+// The batch as a loop until `stop`: blocks allocated and freed.
 template <typename Alloc, typename Free>
 std::uint64_t mix_until(const std::atomic<bool>& stop, Alloc&& alloc, Free&& dealloc) {
-  void* live[16];
   std::uint64_t rounds = 0;
-  while (!stop.load(std::memory_order_relaxed)) {
-    for (int i = 0; i < 16; ++i) {
-      live[i] = alloc(kMix[i]);
-      touch(live[i]);
-    }
-    for (int i = 15; i >= 0; --i) dealloc(live[i]);
-    ++rounds;
-  }
+  for (; !stop.load(std::memory_order_relaxed); ++rounds) mix_round(alloc, dealloc);
   return 16 * rounds;
 }
 
@@ -478,28 +474,28 @@ double mix_mimalloc_rate(std::size_t threads) {
   });
 }
 
+// Blocks done by pending_host_round on env e's streams of slot t until `stop`.
+std::uint64_t pending_host_until(HostPendingEnv& e, std::size_t t, const std::atomic<bool>& stop) {
+  std::uint64_t round = 0;
+  while (!stop.load(std::memory_order_relaxed)) pending_host_round(e, t, ++round);
+  for (auto& x : {e.streams[2 * t].get(), e.streams[2 * t + 1].get()}) x->complete_all();
+  return 2 * round;
+}
+
 // Blocks per second of `threads` threads on that path, all on one pool (HostPendingEnv::get()).
 double pending_host_rate(std::size_t threads) {
-  auto& e = HostPendingEnv::get();
-  return rate_of(threads, [&e](std::size_t t, const std::atomic<bool>& stop) {
-    std::uint64_t round = 0;
-    while (!stop.load(std::memory_order_relaxed)) pending_host_round(e, t, ++round);
-    for (auto& x : {e.streams[2 * t].get(), e.streams[2 * t + 1].get()}) x->complete_all();
-    return 2 * round;
+  return rate_of(threads, [](std::size_t t, const std::atomic<bool>& stop) {
+    return pending_host_until(HostPendingEnv::get(), t, stop);
   });
 }
 
 // The same loop with a pool (and streams) of its own per thread: what is left when the
 // threads share nothing of the pool's. Read beside the shared figure, it is what sharing one
-// pool costs (its blocks of the two threads interleaved in one arena among it).
+// pool costs (among it, the two threads' blocks interleaved in one arena).
 double pending_unshared_rate(std::size_t threads) {
   static HostPendingEnv envs[2];
   return rate_of(threads, [](std::size_t t, const std::atomic<bool>& stop) {
-    HostPendingEnv& e = envs[t];
-    std::uint64_t round = 0;
-    while (!stop.load(std::memory_order_relaxed)) pending_host_round(e, 0, ++round);
-    for (auto& x : {e.streams[0].get(), e.streams[1].get()}) x->complete_all();
-    return 2 * round;
+    return pending_host_until(envs[t], 0, stop);
   });
 }
 

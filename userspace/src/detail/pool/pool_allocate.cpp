@@ -210,8 +210,7 @@ void PoolCore::carve_ahead_locked(ThreadCache& tc, const Block* b) noexcept {
     } catch (const std::bad_alloc&) {
     }
     if (x == nullptr) return;
-    x->home_id = 0;
-    x->set_state(BlockState::Cached);
+    x->set_state(BlockState::Cached);  // home_id: set by hand_out, as for any cached block
     const bool parked = tc.push(x, x->addr, size);
     (void)parked;  // can_push said it fits
     ThreadCounters::bump(tc.counters.held, size);
